@@ -1,0 +1,76 @@
+package mysqlctl
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Sentinel errors callers branch on. Every error returned by this package
+// that fits one of these wraps it, so errors.Is works; the message around it
+// names the server and the operation.
+var (
+	// ErrUnreachable: the server did not answer (refused, reset, timed out).
+	ErrUnreachable = errors.New("mysqlctl: server unreachable")
+	// ErrAccessDenied: the server rejected the credentials.
+	ErrAccessDenied = errors.New("mysqlctl: access denied")
+	// ErrPrivilege: logged in, but the user lacks a privilege the operation needs.
+	ErrPrivilege = errors.New("mysqlctl: missing privilege")
+	// ErrNotReplica: the server has no replication configured.
+	ErrNotReplica = errors.New("mysqlctl: server is not a replica")
+	// ErrTimeout: a wait (for a GTID set) ran out before the condition held.
+	ErrTimeout = errors.New("mysqlctl: timed out waiting")
+	// ErrUnsupported: flavor or release this agent does not handle.
+	ErrUnsupported = errors.New("mysqlctl: unsupported server")
+	// ErrInvalidConfig: the connection settings themselves are wrong.
+	ErrInvalidConfig = errors.New("mysqlctl: invalid configuration")
+)
+
+// MySQL/MariaDB server error numbers this package classifies.
+const (
+	erDBAccessDenied       = 1044
+	erAccessDenied         = 1045
+	erTableAccessDenied    = 1142
+	erSpecificAccessDenied = 1227
+	erProcAccessDenied     = 1370
+	erAccessDeniedNoPass   = 1698
+	erNoSuchThread         = 1094
+)
+
+// classify wraps err with the sentinel that describes it. It is the one place
+// where driver, network and server errors are mapped. A cancelled context is
+// returned unchanged: the caller stopped, nothing failed.
+func classify(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case erAccessDenied, erDBAccessDenied, erAccessDeniedNoPass:
+			return fmt.Errorf("%w (check the user and its password file): %w", ErrAccessDenied, err)
+		case erSpecificAccessDenied, erTableAccessDenied, erProcAccessDenied:
+			return fmt.Errorf("%w (grant the agent user the privileges listed in the README): %w", ErrPrivilege, err)
+		}
+		return err
+	}
+	var netErr net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.As(err, &netErr) {
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	return err
+}
+
+func isNoSuchThread(err error) bool {
+	var myErr *mysql.MySQLError
+	return errors.As(err, &myErr) && myErr.Number == erNoSuchThread
+}

@@ -1,0 +1,487 @@
+package mysqlctl_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/mysqlha/mysqlha/mysqlctl"
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
+	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+)
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// connect logs in as the agent user, with the documented least privileges.
+func connect(t testing.TB, s *mysqltest.Server) *mysqlctl.Instance {
+	t.Helper()
+	inst, err := mysqlctl.Connect(ctxT(t, 10*time.Second), mysqlctl.Config{
+		Addr:             s.Addr(),
+		User:             mysqltest.AgentUser,
+		PasswordFile:     s.PasswordFile(t, mysqltest.AgentPassword),
+		ReplicationUsers: []string{mysqltest.ReplUser},
+	})
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", s.Name, err)
+	}
+	t.Cleanup(func() { inst.Close() })
+	return inst
+}
+
+func sourceOf(s *mysqltest.Server) mysqlctl.Source {
+	return mysqlctl.Source{Host: s.Host, Port: s.Port, User: mysqltest.ReplUser, Password: mysqltest.ReplPassword,
+		ConnectRetry: time.Second, HeartbeatPeriod: time.Second}
+}
+
+type topology struct {
+	servers   []*mysqltest.Server
+	primary   *mysqlctl.Instance
+	replicas  []*mysqlctl.Instance
+	appWriter *sql.DB
+}
+
+// buildTopology makes db1 the writable primary and db2, db3 fenced replicas
+// of it, purely through mysqlctl.
+func buildTopology(t *testing.T) *topology {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	servers := mysqltest.Start(t, 3)
+	top := &topology{servers: servers, primary: connect(t, servers[0])}
+	if err := top.primary.Unfence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers[1:] {
+		r := connect(t, s)
+		if err := r.Fence(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ReplicateFrom(ctx, sourceOf(servers[0])); err != nil {
+			t.Fatal(err)
+		}
+		top.replicas = append(top.replicas, r)
+	}
+	top.appWriter = servers[0].DB(t, mysqltest.AppUser, mysqltest.AppPassword)
+	mustExec(t, top.appWriter, "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(32))")
+	return top
+}
+
+func mustExec(t testing.TB, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func executed(t testing.TB, inst *mysqlctl.Instance) string {
+	t.Helper()
+	st, err := inst.Status(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.GTIDExecuted
+}
+
+func TestTopologyReplicates(t *testing.T) {
+	top := buildTopology(t)
+	ctx := ctxT(t, 30*time.Second)
+	for i := range 10 {
+		mustExec(t, top.appWriter, "INSERT INTO app.t VALUES (?, ?)", i, fmt.Sprintf("row-%d", i))
+	}
+	want := executed(t, top.primary)
+	if want == "" {
+		t.Fatal("primary reports an empty executed GTID position after writes")
+	}
+	for k, r := range top.replicas {
+		if err := r.WaitForGTID(ctx, want, 10*time.Second); err != nil {
+			t.Fatalf("replica %d: %v", k, err)
+		}
+		var n int
+		if err := top.servers[k+1].RootDB(t).QueryRow("SELECT COUNT(*) FROM app.t").Scan(&n); err != nil || n != 10 {
+			t.Fatalf("replica %d has %d rows (err %v), want 10", k, n, err)
+		}
+		obs, err := r.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := obs.Replica
+		if rs == nil || !rs.Streaming() || rs.Broken() {
+			t.Fatalf("replica %d status: %+v", k, rs)
+		}
+		if rs.SourceHost != top.servers[0].Host || rs.SourcePort != top.servers[0].Port || !rs.AutoPosition {
+			t.Errorf("replica %d source %s:%d auto=%v", k, rs.SourceHost, rs.SourcePort, rs.AutoPosition)
+		}
+		if rs.ExecutedGTID != want || rs.RetrievedGTID != want || obs.Status.GTIDExecuted != want {
+			t.Errorf("replica %d executed %q retrieved %q binlog %q, want %q", k, rs.ExecutedGTID, rs.RetrievedGTID, obs.Status.GTIDExecuted, want)
+		}
+		if rs.SecondsBehind == nil || *rs.SecondsBehind > 5 {
+			t.Errorf("replica %d lag %v", k, rs.SecondsBehind)
+		}
+		if obs.Status.Writable() || obs.Status.ServerID != uint32(k+2) || !obs.Status.LogBin || !obs.Status.LogReplicaUpdates || !obs.Status.GTIDStrictMode {
+			t.Errorf("replica %d status %+v", k, obs.Status)
+		}
+	}
+	pobs, err := top.primary.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pobs.Replica != nil || !pobs.Status.Writable() || pobs.Status.Server.Flavor != mysqlctl.FlavorMariaDB {
+		t.Errorf("primary observation %+v", pobs)
+	}
+	if _, err := gtid.ParseMariaDBPos(want); err != nil {
+		t.Errorf("primary GTID %q does not parse: %v", want, err)
+	}
+
+	// Reset is idempotent and leaves a server that is no replica.
+	r := top.replicas[1]
+	for range 2 {
+		if err := r.ResetReplication(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.ReplicaStatus(ctx); !errors.Is(err, mysqlctl.ErrNotReplica) {
+		t.Fatalf("after reset: %v, want ErrNotReplica", err)
+	}
+	if err := r.StopReplication(ctx); err != nil {
+		t.Fatalf("stopping replication on a non-replica: %v", err)
+	}
+	// Repointing resumes exactly where it left off.
+	mustExec(t, top.appWriter, "INSERT INTO app.t VALUES (100, 'after-reset')")
+	if err := r.ReplicateFrom(ctx, sourceOf(top.servers[0])); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitForGTID(ctx, executed(t, top.primary), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFenceStopsOrdinaryWrites(t *testing.T) {
+	s := mysqltest.Start(t, 1)[0]
+	inst := connect(t, s)
+	ctx := ctxT(t, 20*time.Second)
+	app := s.DB(t, mysqltest.AppUser, mysqltest.AppPassword)
+	mustExec(t, app, "CREATE TABLE app.f (id INT PRIMARY KEY)")
+	for range 2 { // idempotent
+		if err := inst.Fence(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := app.Exec("INSERT INTO app.f VALUES (1)")
+	var myErr *mysql.MySQLError
+	if !errors.As(err, &myErr) || myErr.Number != 1290 {
+		t.Fatalf("write after fence: %v, want error 1290 (read-only)", err)
+	}
+	st, err := inst.Status(ctx)
+	if err != nil || st.Writable() || !st.ReadOnly {
+		t.Fatalf("status after fence: %+v, %v", st, err)
+	}
+	if err := inst.Unfence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, app, "INSERT INTO app.f VALUES (2)")
+}
+
+func TestFenceDoesNotWaitForOpenTransactions(t *testing.T) {
+	s := mysqltest.Start(t, 1)[0]
+	inst := connect(t, s)
+	app := s.DB(t, mysqltest.AppUser, mysqltest.AppPassword)
+	mustExec(t, app, "CREATE TABLE app.f (id INT PRIMARY KEY)")
+	mustExec(t, app, "CREATE TABLE app.g (id INT PRIMARY KEY)")
+	tx, err := app.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("INSERT INTO app.f VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	// A second session holds an explicit table lock, which read_only waits for.
+	lock, err := s.DB(t, mysqltest.AppUser, mysqltest.AppPassword).Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(context.Background(), "LOCK TABLES app.g WRITE"); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := ctxT(t, 6*time.Second)
+	if err := inst.Fence(ctx); err != nil {
+		t.Fatalf("fence with open transaction and table lock: %v", err)
+	}
+	if err := tx.Commit(); err == nil {
+		var n int
+		s.RootDB(t).QueryRow("SELECT COUNT(*) FROM app.f").Scan(&n)
+		if n != 0 {
+			t.Fatalf("a transaction committed after the fence (%d rows)", n)
+		}
+	}
+	st, err := inst.Status(ctxT(t, 5*time.Second))
+	if err != nil || st.Writable() {
+		t.Fatalf("after fence: %+v %v", st, err)
+	}
+}
+
+func TestKillClientsSparesReplication(t *testing.T) {
+	top := buildTopology(t)
+	ctx := ctxT(t, 30*time.Second)
+	conn, err := top.appWriter.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET @session_marker = 1"); err != nil {
+		t.Fatal(err)
+	}
+	killed, err := top.primary.KillClients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if killed < 1 {
+		t.Fatalf("killed %d sessions, want at least the application's", killed)
+	}
+	if _, err := conn.ExecContext(ctx, "SELECT 1"); err == nil {
+		t.Fatal("the application session survived KillClients")
+	}
+	conns, err := top.primary.Connections(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := mysqlctl.ClientConnections(conns, mysqltest.AgentUser, mysqltest.ReplUser); len(left) != 0 {
+		t.Fatalf("client sessions left: %+v", left)
+	}
+	// Replication survived: a new write still arrives on both replicas.
+	mustExec(t, top.appWriter, "INSERT INTO app.t VALUES (1, 'after-kill')")
+	want := executed(t, top.primary)
+	for k, r := range top.replicas {
+		if err := r.WaitForGTID(ctx, want, 10*time.Second); err != nil {
+			t.Fatalf("replica %d after KillClients: %v", k, err)
+		}
+		rs, err := r.ReplicaStatus(ctx)
+		if err != nil || !rs.Streaming() {
+			t.Fatalf("replica %d: %+v %v", k, rs, err)
+		}
+	}
+}
+
+func TestWaitForGTID(t *testing.T) {
+	top := buildTopology(t)
+	ctx := ctxT(t, 30*time.Second)
+	r := top.replicas[0]
+	mustExec(t, top.appWriter, "INSERT INTO app.t VALUES (1, 'a')")
+	if err := r.WaitForGTID(ctx, executed(t, top.primary), 10*time.Second); err != nil {
+		t.Fatalf("caught-up replica: %v", err)
+	}
+	if err := r.StopReplication(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, top.appWriter, "INSERT INTO app.t VALUES (2, 'b')")
+	want := executed(t, top.primary)
+	start := time.Now()
+	err := r.WaitForGTID(ctx, want, 1500*time.Millisecond)
+	if !errors.Is(err, mysqlctl.ErrTimeout) {
+		t.Fatalf("stopped replica: %v, want ErrTimeout", err)
+	}
+	if waited := time.Since(start); waited < 1400*time.Millisecond || waited > 5*time.Second {
+		t.Errorf("timed out after %s, want about 1.5s", waited)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.WaitForGTID(ctx, want, 20*time.Second) }()
+	if err := r.StartReplication(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	if err := r.WaitForGTID(ctx, "0-1-x", time.Second); !errors.Is(err, gtid.ErrMalformed) {
+		t.Fatalf("malformed position: %v, want gtid.ErrMalformed", err)
+	}
+	if err := r.WaitForGTID(ctx, want, 0); !errors.Is(err, mysqlctl.ErrInvalidConfig) {
+		t.Fatalf("zero timeout: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestSemiSyncRequiresAcknowledgement proves the primary really waits: with
+// every replica's receiver stopped, a commit returns only after the timeout.
+func TestSemiSyncRequiresAcknowledgement(t *testing.T) {
+	top := buildTopology(t)
+	ctx := ctxT(t, 60*time.Second)
+	const timeout = 2 * time.Second
+	if err := top.primary.SetSemiSyncSource(ctx, true, timeout, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range top.replicas {
+		if err := r.SetSemiSyncReplica(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "both replicas acknowledging", func() bool {
+		st, err := top.primary.Status(ctx)
+		return err == nil && st.SemiSync.SourceClients == 2 && st.SemiSync.SourceActive
+	})
+	start := time.Now()
+	mustExec(t, top.appWriter, "INSERT INTO app.t VALUES (1, 'acked')")
+	if d := time.Since(start); d >= timeout {
+		t.Fatalf("acknowledged commit took %s, as long as the timeout", d)
+	}
+	for _, r := range top.replicas {
+		st, err := r.Status(ctx)
+		if err != nil || !st.SemiSync.ReplicaEnabled || !st.SemiSync.ReplicaActive || st.SemiSync.SourceEnabled {
+			t.Fatalf("replica semi-sync %+v %v", st.SemiSync, err)
+		}
+		if err := r.StopReplicationIO(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start = time.Now()
+	mustExec(t, top.appWriter, "INSERT INTO app.t VALUES (2, 'unacked')")
+	if d := time.Since(start); d < timeout {
+		t.Fatalf("commit with no replica receiving returned after %s, before the %s semi-sync timeout", d, timeout)
+	}
+	st, err := top.primary.Status(ctx)
+	if err != nil || st.SemiSync.SourceActive || !st.SemiSync.SourceEnabled || st.SemiSync.SourceTimeout != timeout {
+		t.Fatalf("after the timeout the source should have fallen back to async: %+v %v", st.SemiSync, err)
+	}
+	// Switching off is idempotent.
+	for range 2 {
+		if err := top.primary.SetSemiSyncSource(ctx, false, timeout, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := top.replicas[0].SetSemiSyncReplica(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestResetBinaryLogs(t *testing.T) {
+	s := mysqltest.Start(t, 1)[0]
+	inst := connect(t, s)
+	ctx := ctxT(t, 10*time.Second)
+	mustExec(t, s.RootDB(t), "CREATE TABLE app.r (id INT PRIMARY KEY)")
+	if executed(t, inst) == "" {
+		t.Fatal("no GTID after a write")
+	}
+	if err := inst.ResetBinaryLogs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := executed(t, inst); got != "" {
+		t.Fatalf("after reset: executed %q, want empty", got)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	s := mysqltest.Start(t, 1)[0]
+	ctx := ctxT(t, 20*time.Second)
+
+	t.Run("unreachable host", func(t *testing.T) {
+		_, err := mysqlctl.Connect(ctx, mysqlctl.Config{Addr: "127.0.0.1:1", User: "x", DialTimeout: time.Second})
+		if !errors.Is(err, mysqlctl.ErrUnreachable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Fatalf("got %v, want ErrUnreachable naming the address", err)
+		}
+	})
+	t.Run("wrong password", func(t *testing.T) {
+		_, err := mysqlctl.Connect(ctx, mysqlctl.Config{Addr: s.Addr(), User: mysqltest.AgentUser,
+			PasswordFile: s.PasswordFile(t, "wrong")})
+		if !errors.Is(err, mysqlctl.ErrAccessDenied) || strings.Contains(err.Error(), "wrong") {
+			t.Fatalf("got %v, want ErrAccessDenied without the password in it", err)
+		}
+	})
+	t.Run("missing password file", func(t *testing.T) {
+		_, err := mysqlctl.Connect(ctx, mysqlctl.Config{Addr: s.Addr(), User: "x", PasswordFile: "/nonexistent/pw"})
+		if !errors.Is(err, mysqlctl.ErrInvalidConfig) || !strings.Contains(err.Error(), "/nonexistent/pw") {
+			t.Fatalf("got %v, want ErrInvalidConfig naming the file", err)
+		}
+	})
+	t.Run("empty settings", func(t *testing.T) {
+		_, err := mysqlctl.Connect(ctx, mysqlctl.Config{DialTimeout: -time.Second})
+		if !errors.Is(err, mysqlctl.ErrInvalidConfig) || !strings.Contains(err.Error(), "address is empty") ||
+			!strings.Contains(err.Error(), "negative") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	inst := connect(t, s)
+	t.Run("replica status of a non-replica", func(t *testing.T) {
+		if _, err := inst.ReplicaStatus(ctx); !errors.Is(err, mysqlctl.ErrNotReplica) {
+			t.Fatalf("got %v, want ErrNotReplica", err)
+		}
+	})
+	t.Run("malformed GTID", func(t *testing.T) {
+		for _, bad := range []string{"garbage", "0-1", "0-1-2,0-1-3", "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5"} {
+			if err := inst.WaitForGTID(ctx, bad, time.Second); !errors.Is(err, gtid.ErrMalformed) {
+				t.Errorf("%q: got %v, want gtid.ErrMalformed", bad, err)
+			}
+		}
+	})
+	t.Run("bad source", func(t *testing.T) {
+		for _, src := range []mysqlctl.Source{{Port: 3306, User: "r"}, {Host: "h", Port: 70000, User: "r"}, {Host: "h", Port: 1}} {
+			if err := inst.ReplicateFrom(ctx, src); !errors.Is(err, mysqlctl.ErrInvalidConfig) {
+				t.Errorf("%+v: got %v, want ErrInvalidConfig", src, err)
+			}
+		}
+		if _, err := inst.ReplicaStatus(ctx); !errors.Is(err, mysqlctl.ErrNotReplica) {
+			t.Fatalf("a rejected source was half-applied: %v", err)
+		}
+	})
+	t.Run("missing privilege", func(t *testing.T) {
+		app, err := mysqlctl.Connect(ctx, mysqlctl.Config{Addr: s.Addr(), User: mysqltest.AppUser,
+			PasswordFile: s.PasswordFile(t, mysqltest.AppPassword)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer app.Close()
+		if err := app.Fence(ctx); !errors.Is(err, mysqlctl.ErrPrivilege) {
+			t.Fatalf("got %v, want ErrPrivilege", err)
+		}
+	})
+	t.Run("server gone", func(t *testing.T) {
+		s.Kill()
+		if _, err := inst.Observe(ctx); !errors.Is(err, mysqlctl.ErrUnreachable) {
+			t.Fatalf("got %v, want ErrUnreachable", err)
+		}
+	})
+}
+
+// BenchmarkObserve measures one full observe pass (variables, semi-sync
+// status, replica status with GTIDs) against a live MariaDB replica.
+func BenchmarkObserve(b *testing.B) {
+	servers := mysqltest.Start(b, 2)
+	ctx := context.Background()
+	primary, replica := connect(b, servers[0]), connect(b, servers[1])
+	if err := primary.Unfence(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := replica.ReplicateFrom(ctx, sourceOf(servers[0])); err != nil {
+		b.Fatal(err)
+	}
+	mustExec(b, servers[0].RootDB(b), "CREATE TABLE app.b (id INT PRIMARY KEY)")
+	if err := replica.WaitForGTID(ctx, executed(b, primary), 10*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		obs, err := replica.Observe(ctx)
+		if err != nil || obs.Replica == nil {
+			b.Fatal(obs, err)
+		}
+	}
+}
