@@ -1,0 +1,198 @@
+package failover
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
+)
+
+var t0 = time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+
+// snap builds snapshots fluently: a healthy 3-member MariaDB cluster in which
+// db1 leads and db2 is "me" unless a case says otherwise.
+type snap struct{ s Snapshot }
+
+func cluster() *snap {
+	return &snap{s: Snapshot{
+		Self: "db2", Flavor: gtid.MariaDB, Now: t0, Initialized: true, LocalUp: true,
+		Leader: "db1", Grace: 3 * time.Second, MaxLag: 30 * time.Second,
+		Members: []Member{
+			member("db1", "0-1-100"), member("db2", "0-1-100"), member("db3", "0-1-100"),
+		},
+	}}
+}
+
+func member(name, executed string) Member {
+	return Member{Name: name, Fresh: true, Healthy: true, Executed: executed}
+}
+
+func (b *snap) me(name string) *snap             { b.s.Self = name; return b }
+func (b *snap) leader(name string) *snap         { b.s.Leader = name; return b }
+func (b *snap) expired() *snap                   { b.s.LeaderExpired = true; return b }
+func (b *snap) deadlineIn(d time.Duration) *snap { b.s.Deadline = t0.Add(d); return b }
+func (b *snap) localDown() *snap                 { b.s.LocalUp = false; return b }
+func (b *snap) paused() *snap                    { b.s.Paused = true; return b }
+func (b *snap) uninitialized() *snap             { b.s.Initialized = false; return b }
+func (b *snap) stopping() *snap                  { b.s.ShuttingDown = true; return b }
+func (b *snap) leaderlessFor(d time.Duration) *snap {
+	b.s.LeaderlessSince = t0.Add(-d)
+	return b
+}
+func (b *snap) switchover(from, to string, at time.Duration) *snap {
+	b.s.Switchover = &SwitchoverRequest{From: from, To: to, ScheduledAt: t0.Add(at)}
+	return b
+}
+func (b *snap) with(name string, f func(*Member)) *snap {
+	for i := range b.s.Members {
+		if b.s.Members[i].Name == name {
+			f(&b.s.Members[i])
+		}
+	}
+	return b
+}
+func (b *snap) gtid(name, executed string) *snap {
+	return b.with(name, func(m *Member) { m.Executed = executed })
+}
+func (b *snap) drop(name string) *snap {
+	var kept []Member
+	for _, m := range b.s.Members {
+		if m.Name != name {
+			kept = append(kept, m)
+		}
+	}
+	b.s.Members = kept
+	return b
+}
+
+func lag(d time.Duration) *time.Duration { return &d }
+
+func TestDecide(t *testing.T) {
+	cases := []struct {
+		name   string
+		snap   *snap
+		kind   Kind
+		target string
+		renew  bool
+		reason string
+	}{
+		// No leader.
+		{"uninitialized cluster bootstraps", cluster().leader("").uninitialized(), Bootstrap, "", false, "not initialized"},
+		{"no leader, best candidate acquires", cluster().leader("").gtid("db1", "0-1-90").gtid("db3", "0-1-99"), Acquire, "", false, "best candidate"},
+		{"no leader, equal histories: name decides", cluster().leader("").me("db3"), WaitForBetter, "db1", false, "db1 is the better"},
+
+		// I am leader.
+		{"leader renews and leads", cluster().me("db1").deadlineIn(3 * time.Second), Lead, "", false, "holding"},
+		{"leader past its deadline fences first", cluster().me("db1").deadlineIn(-time.Millisecond), FenceSelf, "", false, "deadline passed"},
+		{"leader exactly at its deadline fences", cluster().me("db1").deadlineIn(0), FenceSelf, "", false, "deadline"},
+		{"frozen leader wakes after expiry and fences", cluster().me("db1").deadlineIn(-10 * time.Second).expired(), FenceSelf, "", false, "deadline"},
+		{"restarted holder renews before writing", cluster().me("db1"), Lead, "", true, "renew before writing"},
+		{"leader whose mysqld died releases", cluster().me("db1").deadlineIn(3 * time.Second).localDown(), ReleaseLock, "", false, "mysqld is down"},
+		{"stopping leader hands over to best replica", cluster().me("db1").deadlineIn(3*time.Second).stopping().gtid("db2", "0-1-99"), Switchover, "db3", false, "agent stopping"},
+		{"stopping leader with no eligible replica releases", cluster().me("db1").deadlineIn(3*time.Second).stopping().
+			with("db2", func(m *Member) { m.Healthy = false }).with("db3", func(m *Member) { m.NoFailover = true }), ReleaseLock, "", false, "no replica"},
+
+		// Leader lost.
+		{"leader lost, best candidate races at once", cluster().expired().gtid("db3", "0-1-95"), Acquire, "", false, "best candidate"},
+		{"leader lost, worse candidate waits", cluster().expired().gtid("db2", "0-1-95"), WaitForBetter, "db3", false, "better candidate"},
+		{"leader lost, worse candidate races after grace", cluster().expired().gtid("db2", "0-1-95").leaderlessFor(3 * time.Second), Acquire, "", false, "has not taken over"},
+		{"leader lost, within grace still waits", cluster().expired().gtid("db2", "0-1-95").leaderlessFor(2 * time.Second), WaitForBetter, "db3", false, ""},
+		{"leader lost, dead leader's record ranks too but cannot win", cluster().expired().gtid("db1", "0-1-200").with("db1", func(m *Member) { m.Healthy = false }), Acquire, "", false, "best"},
+		{"leader lost and my mysqld is down", cluster().expired().localDown(), Idle, "", false, "mysqld is down"},
+		{"leader lost, no record of mine yet", cluster().expired().drop("db2"), Idle, "", false, "not published"},
+		{"leader lost, my GTIDs unreadable", cluster().expired().gtid("db2", "garbage"), Idle, "", false, "cannot be read"},
+
+		// Stale member data.
+		{"stale better member is not waited for", cluster().expired().gtid("db3", "0-1-200").with("db3", func(m *Member) { m.Fresh = false }), Acquire, "", false, "best"},
+		{"my own status stale: do not race", cluster().expired().with("db2", func(m *Member) { m.Fresh = false }), Idle, "", false, "stale"},
+
+		// Errant member.
+		{"errant member does not race", cluster().expired().with("db2", func(m *Member) { m.Errant = true }), Idle, "", false, "errant"},
+		{"errant better member is passed over", cluster().expired().me("db3").gtid("db2", "0-1-150").with("db2", func(m *Member) { m.Errant = true }), Acquire, "", false, "best"},
+
+		// nofailover tag.
+		{"nofailover member does not race", cluster().expired().with("db2", func(m *Member) { m.NoFailover = true }), Idle, "", false, "nofailover"},
+		{"nofailover better member is passed over", cluster().expired().me("db3").gtid("db2", "0-1-150").with("db2", func(m *Member) { m.NoFailover = true }), Acquire, "", false, "best"},
+
+		// Lagging member.
+		{"lagging member does not race", cluster().expired().with("db2", func(m *Member) { m.Lag = lag(time.Minute) }), Idle, "", false, "exceeds maximum_lag_on_failover"},
+		{"lag at the limit is allowed", cluster().expired().with("db2", func(m *Member) { m.Lag = lag(30 * time.Second) }).gtid("db2", "0-1-101"), Acquire, "", false, ""},
+		{"broken replication does not race", cluster().expired().with("db2", func(m *Member) { m.ReplicationBroken = true }), Idle, "", false, "broken"},
+
+		// Paused cluster.
+		{"paused leader keeps the lock, changes nothing", cluster().me("db1").deadlineIn(time.Second).paused(), Lead, "", true, "paused"},
+		{"paused leader with mysqld down keeps the lock", cluster().me("db1").deadlineIn(time.Second).paused().localDown(), Idle, "", false, "mysqld is down"},
+		{"paused replica does not race for a lost lock", cluster().expired().paused(), Idle, "", false, "paused"},
+		{"paused leader past deadline still fences", cluster().me("db1").deadlineIn(-time.Second).paused(), FenceSelf, "", false, ""},
+
+		// Pending switchover.
+		{"switchover to a named member", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db3", 0), Switchover, "db3", false, "requested"},
+		{"switchover to the best replica", cluster().me("db1").deadlineIn(3*time.Second).switchover("db1", "", 0).gtid("db2", "0-1-99"), Switchover, "db3", false, "best replica"},
+		{"scheduled switchover waits", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db3", time.Minute), Lead, "", false, ""},
+		{"switchover for another leader is ignored", cluster().me("db1").deadlineIn(3*time.Second).switchover("db3", "db2", 0), Lead, "", false, ""},
+		{"switchover to an unknown member is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db9", 0), RejectSwitchover, "", false, "not a member"},
+		{"switchover to the leader itself is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db1", 0), RejectSwitchover, "", false, "already the leader"},
+		{"switchover to a lagging member is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db2", 0).
+			with("db2", func(m *Member) { m.Lag = lag(time.Hour) }), RejectSwitchover, "", false, "not eligible"},
+		{"switchover with no eligible replica is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "", 0).
+			with("db2", func(m *Member) { m.Errant = true }).with("db3", func(m *Member) { m.Healthy = false }), RejectSwitchover, "", false, "no replica"},
+		{"replica ignores a pending switchover", cluster().switchover("", "db2", 0), Follow, "db1", false, ""},
+
+		// Following.
+		{"replica follows the holder", cluster(), Follow, "db1", false, "following"},
+		{"replica whose mysqld is down idles", cluster().localDown(), Idle, "", false, "down"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Decide(c.snap.s)
+			if got.Kind != c.kind || got.Target != c.target || got.RenewOnly != c.renew || !strings.Contains(got.Reason, c.reason) {
+				t.Errorf("Decide = %+v (%s), want kind %s target %q renewOnly %v reason containing %q",
+					got, got.Kind, c.kind, c.target, c.renew, c.reason)
+			}
+		})
+	}
+}
+
+func TestRankCandidates(t *testing.T) {
+	const u1, u2 = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4e11fa47-71ca-11e1-9e33-c80aa9429562"
+	cases := []struct {
+		name    string
+		flavor  gtid.Flavor
+		members []Member
+		want    []string
+	}{
+		{"mariadb: highest sequence first", gtid.MariaDB,
+			[]Member{member("a", "0-1-10"), member("b", "0-1-12"), member("c", "0-1-11")}, []string{"b", "c", "a"}},
+		{"mariadb: retrieved counts too", gtid.MariaDB,
+			[]Member{member("a", "0-1-10"), {Name: "b", Fresh: true, Healthy: true, Executed: "0-1-9", Retrieved: "0-1-13"}}, []string{"b", "a"}},
+		{"priority breaks a tie", gtid.MariaDB,
+			[]Member{member("a", "0-1-10"), {Name: "b", Fresh: true, Healthy: true, Executed: "0-1-10", Priority: 5}}, []string{"b", "a"}},
+		{"history beats priority", gtid.MariaDB,
+			[]Member{member("a", "0-1-11"), {Name: "b", Fresh: true, Healthy: true, Executed: "0-1-10", Priority: 5}}, []string{"a", "b"}},
+		{"name breaks the last tie", gtid.MariaDB,
+			[]Member{member("c", "0-1-10"), member("a", "0-1-10"), member("b", "0-1-10")}, []string{"a", "b", "c"}},
+		{"mysql: superset wins", gtid.MySQL,
+			[]Member{member("a", u1+":1-10"), member("b", u1+":1-12"), {Name: "c", Fresh: true, Healthy: true, Executed: u1 + ":1-10", Retrieved: u1 + ":11-14," + u2 + ":1"}},
+			[]string{"c", "b", "a"}},
+		{"unparsable and ineligible left out", gtid.MySQL,
+			[]Member{member("a", "nonsense"), member("b", u1+":1"), {Name: "c", Executed: u1 + ":1-9"}}, []string{"b"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for _, cand := range RankCandidates(c.flavor, c.members, 0) {
+				got = append(got, cand.Name)
+			}
+			if strings.Join(got, ",") != strings.Join(c.want, ",") {
+				t.Errorf("ranked %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestKindString(t *testing.T) {
+	if Follow.String() != "follow" || Kind(99).String() != "Kind(99)" {
+		t.Error(Follow.String(), Kind(99).String())
+	}
+}

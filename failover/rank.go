@@ -1,0 +1,90 @@
+package failover
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
+)
+
+// Member is what the deciding agent knows of one cluster member, itself
+// included.
+type Member struct {
+	Name string
+	// Fresh: the member's record is current and, where asked, it answered
+	// over HTTP. A member that is not fresh is presumed dead.
+	Fresh bool
+	// Healthy: its mysqld answers.
+	Healthy    bool
+	NoFailover bool
+	Priority   int
+	// ReplicationBroken: a replication thread stopped with an error.
+	ReplicationBroken bool
+	// Errant: it has transactions the leader it followed did not have.
+	Errant bool
+	// Executed and Retrieved are GTID sets in the flavor's text form.
+	Executed, Retrieved string
+	// Lag is the replication delay last observed while its source was up;
+	// nil when unknown.
+	Lag *time.Duration
+}
+
+// Ineligibility says why a member may not take over; "" means it may.
+func Ineligibility(m Member, maxLag time.Duration) string {
+	switch {
+	case !m.Fresh:
+		return "its status is stale"
+	case !m.Healthy:
+		return "its mysqld is down"
+	case m.NoFailover:
+		return "it is tagged nofailover"
+	case m.ReplicationBroken:
+		return "its replication is broken"
+	case m.Errant:
+		return "it has errant transactions"
+	case maxLag > 0 && m.Lag != nil && *m.Lag > maxLag:
+		return fmt.Sprintf("its lag %s exceeds maximum_lag_on_failover %s", *m.Lag, maxLag)
+	}
+	return ""
+}
+
+// Candidate is an eligible member with its rank inputs.
+type Candidate struct {
+	Member
+	// Missing counts the transactions that some other candidate has and this
+	// one lacks; 0 for a member whose history is a superset of all others.
+	Missing uint64
+}
+
+// RankCandidates returns the eligible members, best first: the most complete
+// history (retrieved ∪ executed) wins, then the higher failover priority,
+// then the lower name. A member whose GTIDs do not parse is left out, since
+// nothing can be proven about its data.
+func RankCandidates(flavor gtid.Flavor, members []Member, maxLag time.Duration) []Candidate {
+	var (
+		cands []Candidate
+		hists []history
+		all   = history{flavor: flavor}
+	)
+	for _, m := range members {
+		if Ineligibility(m, maxLag) != "" {
+			continue
+		}
+		h, err := parseHistory(flavor, m.Executed, m.Retrieved)
+		if err != nil {
+			continue
+		}
+		cands = append(cands, Candidate{Member: m})
+		hists = append(hists, h)
+		all = all.union(h)
+	}
+	for i := range cands {
+		cands[i].Missing = hists[i].lacks(all)
+	}
+	slices.SortStableFunc(cands, func(a, b Candidate) int {
+		return cmp.Or(cmp.Compare(a.Missing, b.Missing), cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Name, b.Name))
+	})
+	return cands
+}
