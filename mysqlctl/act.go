@@ -139,7 +139,8 @@ func (i *Instance) execIgnoringNotReplica(ctx context.Context, op string, stmts 
 // starts replication:
 //
 //	MySQL:   STOP REPLICA; CHANGE REPLICATION SOURCE TO SOURCE_HOST=?, ..., SOURCE_AUTO_POSITION=1; START REPLICA
-//	MariaDB: STOP SLAVE; CHANGE MASTER TO MASTER_HOST=?, ..., MASTER_USE_GTID=slave_pos; START SLAVE
+//	MariaDB: STOP SLAVE; SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos (when the binlog has any);
+//	         CHANGE MASTER TO MASTER_HOST=?, ..., MASTER_USE_GTID=slave_pos; START SLAVE
 func (i *Instance) ReplicateFrom(ctx context.Context, src Source) error {
 	if err := src.Validate(); err != nil {
 		return err
@@ -148,6 +149,17 @@ func (i *Instance) ReplicateFrom(ctx context.Context, src Source) error {
 		return err
 	}
 	op := fmt.Sprintf("pointing replication at %s:%d", src.Host, src.Port)
+	if align := i.dialect.AlignReplicaPosition(); len(align) > 0 {
+		st, err := i.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if st.GTIDExecuted != "" && st.GTIDExecuted != st.GTIDSlavePos {
+			if err := i.exec(ctx, op, align...); err != nil {
+				return err
+			}
+		}
+	}
 	return i.exec(ctx, op, i.dialect.ChangeSource(src), i.dialect.StartReplica())
 }
 

@@ -157,6 +157,19 @@ func (d Dialect) ChangeSource(src Source) Statement {
 		src.Host, src.Port, src.User, src.Password, retry, heartbeat)
 }
 
+// AlignReplicaPosition makes MariaDB resume replication after the last
+// transaction in its own binary log. gtid_slave_pos only tracks replicated
+// transactions, so a former primary would otherwise ask its new source for
+// everything it wrote itself. With log_slave_updates (required) the binlog
+// position covers all the server executed. MySQL's auto-positioning uses
+// gtid_executed and needs nothing.
+func (d Dialect) AlignReplicaPosition() []Statement {
+	if d.mariaDB() {
+		return []Statement{stmt("SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos")}
+	}
+	return nil
+}
+
 // WaitForGTID blocks server-side until set is executed or timeout passes. It
 // returns the statement and the result value that means "timed out".
 // MASTER_GTID_WAIT follows @@gtid_slave_pos, so on MariaDB it only waits for

@@ -15,6 +15,9 @@ var (
 )
 
 func sqls(stmts ...Statement) []string {
+	if len(stmts) == 0 {
+		return nil
+	}
 	out := make([]string, len(stmts))
 	for i, s := range stmts {
 		out[i] = s.SQL
@@ -50,6 +53,8 @@ func TestDialectStatements(t *testing.T) {
 			[]string{"STOP REPLICA", "STOP REPLICA IO_THREAD", "START REPLICA", "START REPLICA IO_THREAD", "RESET REPLICA ALL", "SHOW REPLICA STATUS"},
 			[]string{"STOP REPLICA", "STOP REPLICA IO_THREAD", "START REPLICA", "START REPLICA IO_THREAD", "RESET REPLICA ALL", "SHOW REPLICA STATUS"},
 			[]string{"STOP SLAVE", "STOP SLAVE IO_THREAD", "START SLAVE", "START SLAVE IO_THREAD", "RESET SLAVE ALL", "SHOW REPLICA STATUS"}},
+		{"align replica position", func(d Dialect) []string { return sqls(d.AlignReplicaPosition()...) },
+			nil, nil, []string{"SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos"}},
 		{"reset binary logs", func(d Dialect) []string { return sqls(d.ResetBinaryLogs()) },
 			[]string{"RESET MASTER"}, []string{"RESET BINARY LOGS AND GTIDS"}, []string{"RESET MASTER"}},
 		{"replica semi-sync", func(d Dialect) []string { return sqls(d.SemiSyncReplica(true), d.SemiSyncReplica(false)) },

@@ -162,6 +162,32 @@ func TestTopologyReplicates(t *testing.T) {
 	if err := r.WaitForGTID(ctx, executed(t, top.primary), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
+
+	// Swap roles: db3 becomes the primary and the former primary, which
+	// wrote everything itself, resumes after its own last transaction.
+	newPrimary, oldPrimary := r, top.primary
+	for _, inst := range []*mysqlctl.Instance{oldPrimary, newPrimary} {
+		if err := inst.Fence(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := newPrimary.ResetReplication(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := newPrimary.Unfence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := oldPrimary.ReplicateFrom(ctx, sourceOf(top.servers[2])); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, top.servers[2].DB(t, mysqltest.AppUser, mysqltest.AppPassword), "INSERT INTO app.t VALUES (200, 'new primary')")
+	if err := oldPrimary.WaitForGTID(ctx, executed(t, newPrimary), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := oldPrimary.ReplicaStatus(ctx)
+	if err != nil || !rs.Streaming() || rs.Broken() {
+		t.Fatalf("former primary as replica: %+v %v", rs, err)
+	}
 }
 
 func TestFenceStopsOrdinaryWrites(t *testing.T) {
