@@ -19,7 +19,8 @@ export KUBE_BIN_DIR := $(CURDIR)/$(KUBE_BIN)
 all: build
 
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -o bin/mysqlha-agent ./cmd/agent
+	@if [ -d cmd/agentctl ]; then $(GO) build -o bin/agentctl ./cmd/agentctl; fi
 
 ## test: everything, against real MariaDB, etcd and kube-apiserver.
 test: deps lint

@@ -1,6 +1,26 @@
-// Package agent is the HA sidecar: one goroutine owns the member's state and
-// runs observe (mysqlctl, DCS) -> decide (failover.Decide) -> act, plus the
-// HTTP API, metrics and the pod labeler. Only cmd/agent imports it.
+// Package agent is the HA sidecar of one database member. One goroutine owns
+// the member's state and runs, every loop_wait or when the DCS changes:
 //
-// Not built yet: see the open issue "The agent: HA loop ...".
+//	observe (local mysqld via mysqlctl, the DCS snapshot, peers over HTTP)
+//	-> decide (failover.Decide, pure)
+//	-> act (mysqlctl on the local and peer servers, the DCS, pod labels)
+//
+// Every action is idempotent, so a crash between any two steps is repaired by
+// the next iteration of whichever agent runs next.
+//
+// The agent guarantees, on top of the DCS contract:
+//   - mysqld is made read-only when the agent starts, and is made writable
+//     only while the agent holds the lock with a deadline of its own:
+//     start of its last successful renewal + ttl - safety_margin;
+//   - it fences mysqld (read-only, clients killed) before that deadline if
+//     the lock was not renewed, from a watchdog goroutine that does not wait
+//     for a stuck loop, and the loop itself fences first when it wakes past
+//     the deadline (a frozen process);
+//   - a new leader, before becoming writable, stops the receivers of every
+//     reachable replica (so a semi-sync old source can acknowledge nothing
+//     more), fences the old source if it answers, drops the old leader's
+//     primary label, and applies its whole relay log.
+//
+// It also serves the HTTP API (/healthz, /readyz, /primary, /replica,
+// /status, /cluster, /metrics). Only cmd/agent imports this package.
 package agent

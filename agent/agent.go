@@ -1,0 +1,355 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
+	"github.com/mysqlha/mysqlha/mysqlctl"
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
+)
+
+// Deps are the agent's collaborators; cmd/agent builds them.
+type Deps struct {
+	Store Store
+	// LocalAddr is where the agent reaches its own mysqld (often a socket
+	// or 127.0.0.1), which may differ from Config.MySQLAddr.
+	LocalAddr string
+	Dial      Dialer
+	Labeler   Labeler
+	Clock     clock.Clock
+	Logger    *zap.Logger
+	Metrics   *Metrics
+	// PeerStatus fetches peers' live status; HTTPPeerStatus by default.
+	PeerStatus PeerStatus
+}
+
+// Agent runs the HA loop of one member.
+type Agent struct {
+	cfg        Config
+	store      Store
+	dial       Dialer
+	labeler    Labeler
+	clock      clock.Clock
+	log        *zap.Logger
+	metrics    *Metrics
+	peerStatus PeerStatus
+	local      string
+
+	// Owned by the loop goroutine.
+	db              Database
+	peersMu         sync.Mutex // peers is also used by promotion goroutines
+	peers           map[string]Database
+	config          dcs.Config
+	lastRenewStart  time.Time
+	leaderlessSince time.Time
+	role            Role
+	lastAction      failover.Kind
+	errant          string
+	lastLag         *time.Duration
+	// failoverFrom is set when we won the lock from a lost leader, until the
+	// promotion completes (for history and phase metrics).
+	failoverFrom *failoverStart
+
+	// deadline is shared with the watchdog: zero means "we may not write".
+	deadlineMu sync.Mutex
+	deadline   time.Time
+	rearm      chan struct{}
+
+	// Shared with the HTTP API.
+	statusMu sync.Mutex
+	status   MemberStatus
+	cluster  *dcs.Cluster
+	lastLoop time.Time
+
+	wake chan struct{}
+}
+
+type failoverStart struct {
+	from     string
+	detected time.Time // when we first saw no valid leader
+	acquired time.Time
+}
+
+// New checks cfg and builds an agent. It does not touch the network.
+func New(cfg Config, d Deps) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid agent configuration:\n%w", err)
+	}
+	if d.Store == nil || d.Dial == nil || d.Metrics == nil || d.LocalAddr == "" {
+		return nil, errors.New("agent: Store, Dial, Metrics and LocalAddr are required")
+	}
+	a := &Agent{
+		cfg: cfg, store: d.Store, dial: d.Dial, labeler: d.Labeler, clock: d.Clock, log: d.Logger,
+		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr,
+		peers: map[string]Database{}, config: cfg.Bootstrap,
+		rearm: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+	}
+	if a.labeler == nil {
+		a.labeler = noLabels{}
+	}
+	if a.clock == nil {
+		a.clock = clock.RealClock{}
+	}
+	if a.log == nil {
+		a.log = zap.NewNop()
+	}
+	if a.peerStatus == nil {
+		a.peerStatus = HTTPPeerStatus(&http.Client{})
+	}
+	a.metrics.setRole(RoleNone)
+	return a, nil
+}
+
+// Run runs the HA loop until ctx is cancelled, then hands the lock over (or
+// releases it) if this member leads. A cancelled ctx is a clean stop.
+func (a *Agent) Run(ctx context.Context) error {
+	watchdogCtx, stopWatchdog := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatchdog()
+	go a.watchdog(watchdogCtx)
+
+	// Never writable until we hold the lock: fence at start, whatever the
+	// state mysqld was left in.
+	a.ensureLocal(ctx)
+	if a.db != nil {
+		fctx, cancel := context.WithTimeout(ctx, a.config.RetryTimeout)
+		if err := a.db.Fence(fctx); err != nil {
+			a.log.Warn("fencing mysqld at start-up failed", zap.Error(err))
+		}
+		cancel()
+	}
+
+	timer := a.clock.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.shutdown()
+			return nil
+		case <-timer.C():
+		case <-a.store.Changes():
+		case <-a.wake:
+		}
+		a.iterate(ctx, false)
+		timer.Reset(a.config.LoopWait)
+	}
+}
+
+// Wake makes the loop run an iteration now.
+func (a *Agent) Wake() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// shutdown runs one last iteration in which a leader hands over, bounded by
+// ttl so that a pod deletion never waits on us for long.
+func (a *Agent) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), a.config.TTL)
+	defer cancel()
+	a.iterate(ctx, true)
+	a.setRole(ctx, RoleNone)
+	for _, p := range a.peers {
+		if c, ok := p.(interface{ Close() error }); ok {
+			c.Close()
+		}
+	}
+	a.log.Info("agent stopped")
+}
+
+func (a *Agent) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.config.RetryTimeout)
+}
+
+// ensureLocal connects to the local mysqld if not connected yet.
+func (a *Agent) ensureLocal(ctx context.Context) {
+	if a.db != nil {
+		return
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	db, err := a.dial(cctx, a.local)
+	if err != nil {
+		a.log.Warn("local mysqld not reachable", zap.String("addr", a.local), zap.Error(err))
+		return
+	}
+	a.db = db
+	a.log.Info("connected to local mysqld", zap.String("addr", a.local), zap.Stringer("flavor", db.Server().Flavor),
+		zap.Stringer("version", db.Server().Version))
+}
+
+func (a *Agent) flavor() gtid.Flavor {
+	if a.db != nil && a.db.Server().Flavor == mysqlctl.FlavorMySQL {
+		return gtid.MySQL
+	}
+	return gtid.MariaDB
+}
+
+// iterate is one observe -> decide -> act cycle.
+func (a *Agent) iterate(ctx context.Context, stopping bool) {
+	start := a.clock.Now()
+	defer func() {
+		a.metrics.LoopDuration.Observe(a.clock.Since(start).Seconds())
+		a.statusMu.Lock()
+		a.lastLoop = a.clock.Now()
+		a.statusMu.Unlock()
+	}()
+	// A holder that wakes past its deadline fences before any other I/O.
+	if a.pastDeadline() {
+		a.fenceSelf(ctx, "self-deadline", "lock deadline passed without a renewal")
+	}
+
+	a.ensureLocal(ctx)
+	obs, localErr := a.observeLocal(ctx)
+	cctx, cancel := a.callCtx(ctx)
+	cl, err := a.store.Cluster(cctx)
+	cancel()
+	if err != nil {
+		a.metrics.DCSErrors.WithLabelValues("read").Inc()
+		a.log.Warn("reading the DCS failed", zap.Error(err))
+		// Without a snapshot we cannot decide, but we can keep a lock we hold;
+		// if that fails too, the watchdog fences at the deadline.
+		if a.hasDeadline() {
+			a.renew(ctx)
+		}
+		a.publishStatus(obs, localErr, nil, failover.Action{Kind: failover.Idle, Reason: "DCS unreachable"})
+		return
+	}
+	if err := cl.Config.Validate(); err == nil {
+		a.config = cl.Config
+	} else {
+		a.log.Error("stored cluster config is invalid; keeping the last valid one", zap.Error(err))
+	}
+	for _, p := range cl.Problems {
+		a.log.Warn("unreadable DCS record", zap.Error(p))
+	}
+
+	snap := a.snapshot(ctx, cl, obs, localErr, stopping)
+	action := failover.Decide(snap)
+	if action.Kind != a.lastAction {
+		a.log.Info("decision", zap.Stringer("action", action.Kind), zap.String("target", action.Target),
+			zap.String("reason", action.Reason))
+		a.lastAction = action.Kind
+	}
+	a.act(ctx, action, cl, obs, localErr)
+	if action.Kind != failover.Idle || localErr == nil {
+		// Re-observe: the action may have changed what we publish.
+		obs, localErr = a.observeLocal(ctx)
+	}
+	a.publishStatus(obs, localErr, cl, action)
+	a.publishMember(ctx, cl, obs, localErr)
+}
+
+func (a *Agent) observeLocal(ctx context.Context) (mysqlctl.Observation, error) {
+	if a.db == nil {
+		return mysqlctl.Observation{}, errors.New("local mysqld not connected")
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	obs, err := a.db.Observe(cctx)
+	if err != nil {
+		a.log.Warn("observing local mysqld failed", zap.Error(err))
+		return obs, err
+	}
+	if r := obs.Replica; r != nil && r.SecondsBehind != nil && r.IOThread == mysqlctl.ThreadRunning {
+		lag := time.Duration(*r.SecondsBehind) * time.Second
+		a.lastLag = &lag
+		a.metrics.LagSeconds.Set(lag.Seconds())
+	} else if r == nil {
+		a.lastLag = nil
+		a.metrics.LagSeconds.Set(0)
+	} else {
+		a.metrics.LagSeconds.Set(-1)
+	}
+	return obs, nil
+}
+
+// snapshot assembles what failover.Decide needs.
+func (a *Agent) snapshot(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, localErr error, stopping bool) failover.Snapshot {
+	now := a.clock.Now()
+	s := failover.Snapshot{
+		Self: a.cfg.Name, Flavor: a.flavor(), Now: now,
+		Paused: cl.Config.Paused, Initialized: cl.Initialized != nil, ShuttingDown: stopping,
+		Deadline: a.effectiveDeadline(), Grace: a.config.LoopWait * 2, MaxLag: a.config.MaximumLagOnFailover,
+		LocalUp: localErr == nil,
+	}
+	if cl.Leader != nil {
+		s.Leader, s.LeaderExpired = cl.Leader.Holder, cl.Leader.Expired
+	}
+	if s.Leader == "" || s.LeaderExpired {
+		if a.leaderlessSince.IsZero() {
+			a.leaderlessSince = now
+		}
+	} else {
+		a.leaderlessSince = time.Time{}
+	}
+	s.LeaderlessSince = a.leaderlessSince
+	if sw := cl.Switchover; sw != nil && sw.Err == nil {
+		s.Switchover = &failover.SwitchoverRequest{From: sw.From, To: sw.To, ScheduledAt: sw.ScheduledAt}
+	}
+
+	self := a.selfMember(obs, localErr)
+	s.Members = append(s.Members, self)
+	// Peers' fresh status matters when choosing who takes over; otherwise
+	// their records suffice.
+	leaderless := s.Leader == "" || s.LeaderExpired
+	wantPeers := (leaderless && s.Initialized) || s.Switchover != nil || stopping
+	var live map[string]*MemberStatus
+	if wantPeers {
+		live = a.fetchPeers(ctx, cl)
+	}
+	for _, m := range cl.Members {
+		if m.Name == a.cfg.Name {
+			continue
+		}
+		s.Members = append(s.Members, peerMember(m, live, wantPeers))
+	}
+	return s
+}
+
+func (a *Agent) selfMember(obs mysqlctl.Observation, localErr error) failover.Member {
+	m := failover.Member{
+		Name: a.cfg.Name, Fresh: true, Healthy: localErr == nil, NoFailover: a.cfg.NoFailover,
+		Priority: a.cfg.FailoverPriority, Errant: a.errant != "", Executed: obs.Status.GTIDExecuted, Lag: a.lastLag,
+	}
+	if r := obs.Replica; r != nil {
+		m.Retrieved = r.RetrievedGTID
+		m.ReplicationBroken = r.Broken()
+	}
+	return m
+}
+
+// peerMember turns a member record (and, when fetched, its live status) into
+// what failover ranks. A peer asked over HTTP that did not answer is stale.
+func peerMember(m dcs.Member, live map[string]*MemberStatus, asked bool) failover.Member {
+	fm := failover.Member{
+		Name: m.Name, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
+		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
+		Errant: m.Tags[tagErrant] != "", Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
+	}
+	if !asked || m.APIURL == "" {
+		return fm
+	}
+	st, ok := live[m.Name]
+	if !ok || st == nil {
+		fm.Fresh = false
+		return fm
+	}
+	fm.Healthy = st.Healthy
+	fm.Errant = st.Errant != ""
+	fm.Executed, fm.Retrieved = st.GTIDExecuted, st.GTIDRetrieved
+	fm.ReplicationBroken = st.Replication == dcs.ReplicationBroken.String()
+	return fm
+}
+
+// tagErrant is the member-record tag holding errant GTIDs.
+const tagErrant = "errant"

@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+// Handler serves the agent's HTTP API:
+//
+//	GET /healthz   200 while the loop runs (an iteration within 3 loop_waits)
+//	GET /readyz    200 for a primary holding the lock and writable, or a
+//	               replica streaming within maximum_lag_on_failover
+//	GET /primary   200 only on the writable lock holder (for load balancers)
+//	GET /replica   200 only on a streaming replica
+//	GET /status    this member as JSON (MemberStatus)
+//	GET /cluster   the last DCS snapshot as JSON
+//	GET /metrics   Prometheus metrics from gatherer
+func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		a.statusMu.Lock()
+		last := a.lastLoop
+		a.statusMu.Unlock()
+		if age := a.clock.Since(last); last.IsZero() || age > 3*a.config.LoopWait+a.config.RetryTimeout {
+			http.Error(w, "HA loop stalled", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		st := a.Status()
+		ok := a.isPrimary(st) || a.isReplica(st, a.config.MaximumLagOnFailover)
+		writeStatus(w, ok, st)
+	})
+	mux.HandleFunc("GET /primary", func(w http.ResponseWriter, r *http.Request) {
+		st := a.Status()
+		writeStatus(w, a.isPrimary(st), st)
+	})
+	mux.HandleFunc("GET /replica", func(w http.ResponseWriter, r *http.Request) {
+		st := a.Status()
+		writeStatus(w, a.isReplica(st, 0), st)
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, true, a.Status())
+	})
+	mux.HandleFunc("GET /cluster", func(w http.ResponseWriter, r *http.Request) {
+		a.statusMu.Lock()
+		cl := a.cluster
+		a.statusMu.Unlock()
+		if cl == nil {
+			http.Error(w, "no DCS snapshot yet", http.StatusServiceUnavailable)
+			return
+		}
+		writeJSON(w, http.StatusOK, clusterView(cl))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (a *Agent) isPrimary(st MemberStatus) bool {
+	return st.Role == string(RolePrimary) && st.HoldsLock && st.Writable
+}
+
+func (a *Agent) isReplica(st MemberStatus, maxLag time.Duration) bool {
+	if st.Role != string(RoleReplica) || st.Replication != dcs.ReplicationRunning.String() {
+		return false
+	}
+	return maxLag <= 0 || (st.LagSeconds != nil && time.Duration(*st.LagSeconds)*time.Second <= maxLag)
+}
+
+func writeStatus(w http.ResponseWriter, ok bool, st MemberStatus) {
+	code := http.StatusOK
+	if !ok {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, st)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// ClusterView is the JSON form of a DCS snapshot.
+type ClusterView struct {
+	Name        string             `json:"name"`
+	Leader      *dcs.Leader        `json:"leader,omitempty"`
+	Members     []dcs.Member       `json:"members"`
+	Config      dcs.Config         `json:"config"`
+	Switchover  *dcs.Switchover    `json:"switchover,omitempty"`
+	Initialized *dcs.Initialized   `json:"initialized,omitempty"`
+	History     []dcs.HistoryEntry `json:"history,omitempty"`
+	Problems    []string           `json:"problems,omitempty"`
+}
+
+func clusterView(cl *dcs.Cluster) ClusterView {
+	v := ClusterView{Name: cl.Name, Leader: cl.Leader, Members: cl.Members, Config: cl.Config,
+		Switchover: cl.Switchover, Initialized: cl.Initialized, History: cl.History}
+	for _, p := range cl.Problems {
+		v.Problems = append(v.Problems, p.Error())
+	}
+	return v
+}

@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/mysqlctl"
+)
+
+// Store is the part of the DCS contract the agent uses.
+type Store interface {
+	Cluster(ctx context.Context) (*dcs.Cluster, error)
+	Changes() <-chan struct{}
+	AcquireLeader(ctx context.Context, ttl time.Duration) error
+	RenewLeader(ctx context.Context, ttl time.Duration) error
+	ReleaseLeader(ctx context.Context) error
+	HandoverLeader(ctx context.Context, to string) error
+	UpdateMember(ctx context.Context, m dcs.Member) error
+	SetConfig(ctx context.Context, cfg dcs.Config, version string) error
+	ClearSwitchover(ctx context.Context, version string) error
+	SetInitialized(ctx context.Context, init dcs.Initialized) error
+	AppendHistory(ctx context.Context, e dcs.HistoryEntry) error
+}
+
+// Peer is what the agent does to another member's mysqld during a
+// promotion or a hand-over.
+type Peer interface {
+	Observe(ctx context.Context) (mysqlctl.Observation, error)
+	Fence(ctx context.Context) error
+	KillClients(ctx context.Context) (int, error)
+	StopReplicationIO(ctx context.Context) error
+	WaitForGTID(ctx context.Context, set string, timeout time.Duration) error
+}
+
+// Database is the local mysqld.
+type Database interface {
+	Peer
+	Server() mysqlctl.ServerInfo
+	Unfence(ctx context.Context) error
+	ReplicateFrom(ctx context.Context, src mysqlctl.Source) error
+	ResetReplication(ctx context.Context) error
+	StartReplication(ctx context.Context) error
+	SetSemiSyncSource(ctx context.Context, enabled bool, timeout time.Duration, waitForReplicas int) error
+	SetSemiSyncReplica(ctx context.Context, enabled bool) error
+}
+
+// Dialer opens a connection to a mysqld at addr ("host:port"); the agent
+// uses the same credentials for its own server and its peers.
+type Dialer func(ctx context.Context, addr string) (Database, error)
+
+// PeerStatus fetches a peer agent's live status from its API base URL.
+type PeerStatus func(ctx context.Context, apiURL string) (*MemberStatus, error)
+
+// Role is the pod role label value.
+type Role string
+
+const (
+	RoleNone    Role = ""
+	RolePrimary Role = "primary"
+	RoleReplica Role = "replica"
+)
+
+// Labeler writes pod role labels and Kubernetes Events. Without Kubernetes
+// the agent uses a no-op.
+type Labeler interface {
+	SetRole(ctx context.Context, pod string, role Role) error
+	// RemovePrimary drops pod's role label only if it still says primary.
+	RemovePrimary(ctx context.Context, pod string) error
+	// Event records an event on pod; best effort, never fails the caller.
+	Event(ctx context.Context, pod, eventType, reason, message string)
+}
+
+type noLabels struct{}
+
+func (noLabels) SetRole(context.Context, string, Role) error           { return nil }
+func (noLabels) RemovePrimary(context.Context, string) error           { return nil }
+func (noLabels) Event(context.Context, string, string, string, string) {}
+
+var (
+	_ Peer     = (*mysqlctl.Instance)(nil)
+	_ Database = (*mysqlctl.Instance)(nil)
+	_ Store    = (dcs.Store)(nil)
+)

@@ -1,0 +1,200 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mysqlha/mysqlha/mysqlctl"
+)
+
+// fakeMySQL simulates the mysqld servers of a cluster, MariaDB-style: one
+// GTID domain, replication applied instantly whenever a replica is observed
+// while its receiver runs and its source is up.
+type fakeMySQL struct {
+	mu  sync.Mutex
+	dbs map[string]*fakeDB // by addr
+}
+
+type fakeDB struct {
+	c        *fakeMySQL
+	name     string
+	addr     string
+	serverID int
+	up       bool
+	readOnly bool
+	// Executed history: last (server, seq) in domain 0.
+	lastServer, seq int
+	source          string // addr; "" when not a replica
+	ioRunning       bool
+	semiSource      bool
+	semiReplica     bool
+}
+
+func newFakeMySQL(names ...string) *fakeMySQL {
+	c := &fakeMySQL{dbs: map[string]*fakeDB{}}
+	for i, n := range names {
+		addr := net.JoinHostPort("10.0.0."+strconv.Itoa(i+1), "3306")
+		c.dbs[addr] = &fakeDB{c: c, name: n, addr: addr, serverID: i + 1, up: true}
+	}
+	return c
+}
+
+func (c *fakeMySQL) byName(name string) *fakeDB {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range c.dbs {
+		if d.name == name {
+			return d
+		}
+	}
+	panic("no fake db " + name)
+}
+
+func (c *fakeMySQL) dial(_ context.Context, addr string) (Database, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.dbs[addr]
+	if !ok || !d.up {
+		return nil, fmt.Errorf("dial %s: %w", addr, mysqlctl.ErrUnreachable)
+	}
+	return d, nil
+}
+
+// writable lists the up servers an application could write to.
+func (c *fakeMySQL) writable() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, d := range c.dbs {
+		if d.up && !d.readOnly {
+			out = append(out, d.name)
+		}
+	}
+	return out
+}
+
+// write commits one transaction on name; false if it is read-only or down.
+func (c *fakeMySQL) write(name string) bool {
+	d := c.byName(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !d.up || d.readOnly {
+		return false
+	}
+	d.seq++
+	d.lastServer = d.serverID
+	return true
+}
+
+func (d *fakeDB) pos() string {
+	if d.seq == 0 {
+		return ""
+	}
+	return fmt.Sprintf("0-%d-%d", d.lastServer, d.seq)
+}
+
+// syncLocked applies the source's history if the replica can reach it.
+func (d *fakeDB) syncLocked() {
+	if d.source == "" || !d.ioRunning {
+		return
+	}
+	src, ok := d.c.dbs[d.source]
+	if ok && src.up && src.seq >= d.seq {
+		d.seq, d.lastServer = src.seq, src.lastServer
+	}
+}
+
+func (d *fakeDB) check() error {
+	if !d.up {
+		return fmt.Errorf("%s: %w", d.addr, mysqlctl.ErrUnreachable)
+	}
+	return nil
+}
+
+func (d *fakeDB) Server() mysqlctl.ServerInfo {
+	return mysqlctl.ServerInfo{Flavor: mysqlctl.FlavorMariaDB, Version: mysqlctl.Version{Major: 10, Minor: 11}}
+}
+
+func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	if err := d.check(); err != nil {
+		return mysqlctl.Observation{}, err
+	}
+	d.syncLocked()
+	o := mysqlctl.Observation{Status: mysqlctl.Status{
+		ServerID: uint32(d.serverID), ReadOnly: d.readOnly, GTIDExecuted: d.pos(), GTIDSlavePos: d.pos(),
+		LogBin: true, LogReplicaUpdates: true,
+		SemiSync: mysqlctl.SemiSyncStatus{SourceEnabled: d.semiSource, ReplicaEnabled: d.semiReplica},
+	}}
+	if d.source != "" {
+		host, port, _ := net.SplitHostPort(d.source)
+		p, _ := strconv.Atoi(port)
+		io := mysqlctl.ThreadStopped
+		if d.ioRunning {
+			io = mysqlctl.ThreadRunning
+		}
+		zero := int64(0)
+		o.Replica = &mysqlctl.ReplicaStatus{SourceHost: host, SourcePort: p, IOThread: io, SQLThread: mysqlctl.ThreadRunning,
+			RetrievedGTID: d.pos(), ExecutedGTID: d.pos(), AutoPosition: true, SecondsBehind: &zero}
+	}
+	return o, nil
+}
+
+func (d *fakeDB) locked(f func()) error {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	if err := d.check(); err != nil {
+		return err
+	}
+	f()
+	return nil
+}
+
+func (d *fakeDB) Fence(context.Context) error   { return d.locked(func() { d.readOnly = true }) }
+func (d *fakeDB) Unfence(context.Context) error { return d.locked(func() { d.readOnly = false }) }
+func (d *fakeDB) KillClients(context.Context) (int, error) {
+	return 0, d.locked(func() {})
+}
+func (d *fakeDB) StopReplicationIO(context.Context) error {
+	return d.locked(func() { d.syncLocked(); d.ioRunning = false })
+}
+func (d *fakeDB) StartReplication(context.Context) error {
+	return d.locked(func() { d.ioRunning = d.source != "" })
+}
+func (d *fakeDB) ResetReplication(context.Context) error {
+	return d.locked(func() { d.source, d.ioRunning = "", false })
+}
+func (d *fakeDB) ReplicateFrom(_ context.Context, src mysqlctl.Source) error {
+	return d.locked(func() {
+		d.source, d.ioRunning = net.JoinHostPort(src.Host, strconv.Itoa(src.Port)), true
+		d.syncLocked()
+	})
+}
+func (d *fakeDB) WaitForGTID(_ context.Context, set string, _ time.Duration) error {
+	var err error
+	lerr := d.locked(func() {
+		d.syncLocked()
+		if set != "" && set != d.pos() {
+			var server, seq int
+			fmt.Sscanf(set, "0-%d-%d", &server, &seq)
+			if d.seq < seq {
+				err = mysqlctl.ErrTimeout
+			}
+		}
+	})
+	if lerr != nil {
+		return lerr
+	}
+	return err
+}
+func (d *fakeDB) SetSemiSyncSource(_ context.Context, on bool, _ time.Duration, _ int) error {
+	return d.locked(func() { d.semiSource = on })
+}
+func (d *fakeDB) SetSemiSyncReplica(_ context.Context, on bool) error {
+	return d.locked(func() { d.semiReplica = on })
+}

@@ -1,0 +1,410 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/dcs/memory"
+)
+
+// loopHarness runs several agents' iterations by hand against the in-memory
+// DCS, a fake clock and simulated mysqld servers, checking after every
+// single iteration that no two servers are writable.
+type loopHarness struct {
+	t      *testing.T
+	clock  *clocktesting.FakeClock
+	srv    *memory.Server
+	mysql  *fakeMySQL
+	labels *fakeLabels
+	agents map[string]*Agent
+	names  []string
+	// unreachable marks agents whose API does not answer (frozen or dead).
+	unreachable map[string]bool
+	ctx         context.Context
+}
+
+type fakeLabels struct {
+	mu     sync.Mutex
+	roles  map[string]Role
+	events []string
+}
+
+func (f *fakeLabels) SetRole(_ context.Context, pod string, r Role) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.roles[pod] = r
+	return nil
+}
+
+func (f *fakeLabels) RemovePrimary(_ context.Context, pod string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.roles[pod] == RolePrimary {
+		f.roles[pod] = RoleNone
+	}
+	return nil
+}
+
+func (f *fakeLabels) Event(_ context.Context, pod, _, reason, _ string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, pod+":"+reason)
+}
+
+func (f *fakeLabels) role(pod string) Role {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.roles[pod]
+}
+
+func newLoopHarness(t *testing.T, names ...string) *loopHarness {
+	h := &loopHarness{
+		t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)),
+		srv: memory.NewServer("test"), mysql: newFakeMySQL(names...),
+		labels: &fakeLabels{roles: map[string]Role{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
+		ctx: context.Background(),
+	}
+	for _, n := range names {
+		h.startAgent(n)
+	}
+	return h
+}
+
+// startAgent builds (or rebuilds, as after a crash) the agent of name and
+// runs its start-up fence.
+func (h *loopHarness) startAgent(name string) {
+	h.t.Helper()
+	store, err := h.srv.NewStore(memory.Options{Member: name, Clock: h.clock})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { store.Close() })
+	db := h.mysql.byName(name)
+	a, err := New(Config{
+		Cluster: "test", Name: name, MySQLAddr: db.addr, APIURL: "http://" + name + ":8008",
+		ReplicationUser: "repl", Bootstrap: dcs.DefaultConfig(),
+	}, Deps{Store: store, LocalAddr: db.addr, Dial: h.mysql.dial, Labeler: h.labels, Clock: h.clock,
+		Metrics: NewMetrics(prometheus.NewRegistry(), "test", name), Logger: zaptest.NewLogger(h.t).Named(name),
+		PeerStatus: h.peerStatus})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	a.ensureLocal(h.ctx)
+	if a.db != nil {
+		a.db.Fence(h.ctx)
+	}
+	h.agents[name] = a
+}
+
+// peerStatus serves each agent's /status straight from the agent, unless
+// its mysqld's host is "down" in the simulation (then the pod is gone).
+func (h *loopHarness) peerStatus(_ context.Context, apiURL string) (*MemberStatus, error) {
+	name := strings.TrimSuffix(strings.TrimPrefix(apiURL, "http://"), ":8008")
+	a, ok := h.agents[name]
+	if !ok || h.unreachable[name] {
+		return nil, fmt.Errorf("%s unreachable", apiURL)
+	}
+	st := a.Status()
+	return &st, nil
+}
+
+// step runs one iteration of each named agent, checking the split-brain
+// invariant after each.
+func (h *loopHarness) step(names ...string) {
+	h.t.Helper()
+	for _, n := range names {
+		h.agents[n].iterate(h.ctx, false)
+		if w := h.mysql.writable(); len(w) > 1 {
+			h.t.Fatalf("split brain after %s's iteration: %v are writable", n, w)
+		}
+	}
+}
+
+func (h *loopHarness) round() { h.t.Helper(); h.step(h.names...) }
+
+// advance moves the clock in loop_wait steps, running a round of the given
+// agents after each.
+func (h *loopHarness) advance(d time.Duration, names ...string) {
+	h.t.Helper()
+	for elapsed := time.Duration(0); elapsed < d; elapsed += time.Second {
+		h.clock.Step(time.Second)
+		h.step(names...)
+	}
+}
+
+func (h *loopHarness) holder() string { return h.srv.Holder() }
+
+func (h *loopHarness) expectPrimary(name string) {
+	h.t.Helper()
+	if w := h.mysql.writable(); len(w) != 1 || w[0] != name {
+		h.t.Fatalf("writable servers %v, want exactly [%s]", w, name)
+	}
+	if got := h.holder(); got != name {
+		h.t.Fatalf("lock holder %q, want %q", got, name)
+	}
+	if got := h.labels.role(name); got != RolePrimary {
+		h.t.Fatalf("%s labelled %q, want primary", name, got)
+	}
+}
+
+func (h *loopHarness) expectReplicaOf(name, leader string) {
+	h.t.Helper()
+	d, l := h.mysql.byName(name), h.mysql.byName(leader)
+	if d.source != l.addr || !d.ioRunning || !d.readOnly {
+		h.t.Fatalf("%s: source %q io %v read-only %v; want a read-only replica of %s (%s)", name, d.source, d.ioRunning, d.readOnly, leader, l.addr)
+	}
+	if got := h.labels.role(name); got != RoleReplica {
+		h.t.Fatalf("%s labelled %q, want replica", name, got)
+	}
+}
+
+func (h *loopHarness) bootstrap() {
+	h.t.Helper()
+	h.round()
+	h.round()
+	h.expectPrimary("db1")
+	h.expectReplicaOf("db2", "db1")
+	h.expectReplicaOf("db3", "db1")
+}
+
+func TestLoopBootstrapElectsOnePrimary(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	cl, err := h.agents["db2"].store.Cluster(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.Initialized == nil || cl.Initialized.Bootstrapper != "db1" {
+		t.Fatalf("initialized record %+v", cl.Initialized)
+	}
+	// Writes replicate, and repeated rounds change nothing (idempotent).
+	if !h.mysql.write("db1") || h.mysql.write("db2") {
+		t.Fatal("only the primary may accept writes")
+	}
+	h.round()
+	h.round()
+	h.expectPrimary("db1")
+	h.expectReplicaOf("db2", "db1")
+	if h.mysql.byName("db3").seq != 1 {
+		t.Fatal("the write did not replicate")
+	}
+}
+
+func TestLoopLeaderPartitionedFromDCS(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.mysql.write("db1")
+	h.round()
+	h.srv.Partition("db1")
+	// db1 cannot renew: it must fence itself before anyone else may win.
+	var fencedAt, takenAt time.Duration
+	for elapsed := time.Second; elapsed <= 10*time.Second; elapsed += time.Second {
+		h.clock.Step(time.Second)
+		h.step("db1")
+		if fencedAt == 0 && h.mysql.byName("db1").readOnly {
+			fencedAt = elapsed
+		}
+		h.step("db2", "db3")
+		if takenAt == 0 && h.holder() != "db1" && h.holder() != "" {
+			takenAt = elapsed
+		}
+	}
+	if fencedAt == 0 || takenAt == 0 || fencedAt >= takenAt {
+		t.Fatalf("old leader fenced at %v, lock taken at %v: the fence must come first", fencedAt, takenAt)
+	}
+	newLeader := h.holder()
+	h.expectPrimary(newLeader)
+	h.srv.Heal("db1")
+	h.round()
+	h.round()
+	h.expectReplicaOf("db1", newLeader)
+}
+
+func TestLoopMysqldDeathReleasesLockAtOnce(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.mysql.byName("db1").up = false
+	start := h.clock.Now()
+	h.round()
+	h.round()
+	if h.clock.Now() != start {
+		t.Fatal("test bug: the clock moved")
+	}
+	h.expectPrimary("db2") // equal histories: the lower name wins at once
+	h.expectReplicaOf("db3", "db2")
+	if h.labels.role("db1") == RolePrimary {
+		t.Fatal("dead primary kept its primary label")
+	}
+}
+
+func TestLoopFrozenLeaderIsFencedBeforeTakeover(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	// db1's agent stops running; its mysqld stays writable until the new
+	// leader fences it remotely, which the invariant check watches.
+	h.unreachable["db1"] = true
+	h.advance(8*time.Second, "db2", "db3")
+	h.expectPrimary("db2")
+	if !h.mysql.byName("db1").readOnly {
+		t.Fatal("old source not fenced")
+	}
+	// Thawed: its first act is to fence (deadline passed), then it follows.
+	h.unreachable["db1"] = false
+	h.step("db1")
+	if h.agents["db1"].hasDeadline() {
+		t.Fatal("thawed agent still believes it may write")
+	}
+	h.round()
+	h.expectReplicaOf("db1", "db2")
+}
+
+func TestLoopPausedClusterDoesNotFailOver(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	a := h.agents["db1"]
+	cfg := dcs.DefaultConfig()
+	cfg.Paused = true
+	cl, _ := a.store.Cluster(h.ctx)
+	if err := a.store.SetConfig(h.ctx, cfg, cl.ConfigVersion); err != nil {
+		t.Fatal(err)
+	}
+	h.round()
+	h.mysql.byName("db1").up = false
+	h.advance(20*time.Second, "db1", "db2", "db3")
+	if w := h.mysql.writable(); len(w) != 0 {
+		t.Fatalf("paused cluster failed over to %v", w)
+	}
+	cl, _ = a.store.Cluster(h.ctx)
+	cfg.Paused = false
+	if err := a.store.SetConfig(h.ctx, cfg, cl.ConfigVersion); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(8*time.Second, "db1", "db2", "db3")
+	h.expectPrimary("db2")
+}
+
+func TestLoopSwitchover(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.mysql.write("db1")
+	h.round()
+	if err := h.agents["db2"].store.(*memory.Store).RequestSwitchover(h.ctx, dcs.Switchover{To: "db3"}); err != nil {
+		t.Fatal(err)
+	}
+	h.round()
+	h.round()
+	h.round()
+	h.expectPrimary("db3")
+	h.expectReplicaOf("db1", "db3")
+	h.expectReplicaOf("db2", "db3")
+	if h.mysql.byName("db3").seq != 1 {
+		t.Fatal("the new primary lacks the old primary's write")
+	}
+	cl, _ := h.agents["db1"].store.Cluster(h.ctx)
+	if cl.Switchover != nil || len(cl.History) == 0 || cl.History[len(cl.History)-1].Kind != dcs.HistorySwitchover {
+		t.Fatalf("switchover request %+v history %+v", cl.Switchover, cl.History)
+	}
+}
+
+func TestLoopRejectsSwitchoverToUnknownMember(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	if err := h.agents["db2"].store.(*memory.Store).RequestSwitchover(h.ctx, dcs.Switchover{To: "db9"}); err != nil {
+		t.Fatal(err)
+	}
+	h.round()
+	h.round()
+	h.expectPrimary("db1")
+	cl, _ := h.agents["db1"].store.Cluster(h.ctx)
+	if cl.Switchover != nil {
+		t.Fatal("rejected request not cleared")
+	}
+	if !slices.ContainsFunc(h.labels.events, func(e string) bool { return strings.HasSuffix(e, "SwitchoverRejected") }) {
+		t.Fatalf("no rejection event: %v", h.labels.events)
+	}
+}
+
+func TestLoopErrantReplicaNeverTakesOver(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.mysql.write("db1")
+	h.round()
+	// db2 diverges: replication reset and a local transaction of its own.
+	d := h.mysql.byName("db2")
+	d.source, d.ioRunning, d.seq, d.lastServer = "", false, d.seq+5, d.serverID
+	h.round()
+	h.round()
+	if h.agents["db2"].errant == "" || d.source != "" {
+		t.Fatalf("errant replica: errant %q source %q", h.agents["db2"].errant, d.source)
+	}
+	// db2 has the longest history but must not be chosen.
+	h.mysql.byName("db1").up = false
+	h.round()
+	h.round()
+	h.expectPrimary("db3")
+}
+
+func TestLoopRestartedLeaderStartsReadOnly(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.startAgent("db1") // crash and restart of db1's agent only
+	if !h.mysql.byName("db1").readOnly {
+		t.Fatal("restarted agent did not fence at start")
+	}
+	h.step("db1")
+	h.expectPrimary("db1")
+}
+
+func TestLoopShutdownHandsOver(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.agents["db1"].iterate(h.ctx, true)
+	if h.holder() != "db2" {
+		t.Fatalf("holder after shutdown %q, want db2", h.holder())
+	}
+	h.step("db2", "db3")
+	h.expectPrimary("db2")
+}
+
+func TestWatchdogFencesWhenTheLoopIsStuck(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	a := h.agents["db1"]
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	go a.watchdog(ctx)
+	a.setDeadline(h.clock.Now().Add(4 * time.Second))
+	// The fence trigger is one retry_timeout before the deadline.
+	waitUntil(t, func() bool { return h.clock.HasWaiters() })
+	h.clock.Step(2 * time.Second)
+	time.Sleep(20 * time.Millisecond)
+	if h.mysql.byName("db1").readOnly {
+		t.Fatal("fenced too early")
+	}
+	h.clock.Step(time.Second)
+	waitUntil(t, func() bool { return h.mysql.byName("db1").readOnly })
+	if a.hasDeadline() {
+		t.Fatal("deadline not cleared after the watchdog fence")
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// MetricsPrefix prefixes every metric of the agent.
+const MetricsPrefix = "mysqlha_"
+
+// Metrics are the agent's Prometheus series. The cluster and member are
+// constant labels, so one scrape config serves every pod.
+type Metrics struct {
+	IsLeader          prometheus.Gauge
+	Role              *prometheus.GaugeVec
+	RenewLatency      prometheus.Histogram
+	RenewFailures     prometheus.Counter
+	LoopDuration      prometheus.Histogram
+	LagSeconds        prometheus.Gauge
+	LagTransactions   prometheus.Gauge
+	Failovers         prometheus.Counter
+	Switchovers       prometheus.Counter
+	LastFailoverPhase *prometheus.GaugeVec
+	FencingActions    *prometheus.CounterVec
+	DCSErrors         *prometheus.CounterVec
+}
+
+// NewMetrics registers the agent's metrics on reg.
+func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
+	labels := prometheus.Labels{"cluster": cluster, "member": member}
+	f := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Name: MetricsPrefix + name, Help: help, ConstLabels: labels}
+	}
+	lockBuckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	m := &Metrics{
+		IsLeader: prometheus.NewGauge(prometheus.GaugeOpts(f("is_leader", "1 while this member holds the leader lock."))),
+		Role: prometheus.NewGaugeVec(prometheus.GaugeOpts(f("role",
+			"1 for the member's current role (primary, replica, none).")), []string{"role"}),
+		RenewLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricsPrefix + "lock_renew_seconds",
+			Help: "Latency of successful leader lock renewals.", ConstLabels: labels, Buckets: lockBuckets}),
+		RenewFailures: prometheus.NewCounter(prometheus.CounterOpts(f("lock_renew_failures_total", "Failed leader lock renewals."))),
+		LoopDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricsPrefix + "loop_duration_seconds",
+			Help: "Duration of one HA loop iteration.", ConstLabels: labels, Buckets: lockBuckets}),
+		LagSeconds: prometheus.NewGauge(prometheus.GaugeOpts(f("replication_lag_seconds",
+			"Replication delay reported by the replica (Seconds_Behind_Source); -1 when unknown."))),
+		LagTransactions: prometheus.NewGauge(prometheus.GaugeOpts(f("replication_lag_transactions",
+			"Transactions the leader has executed that this replica has not, from the last published records."))),
+		Failovers:   prometheus.NewCounter(prometheus.CounterOpts(f("failovers_total", "Unplanned promotions of this member."))),
+		Switchovers: prometheus.NewCounter(prometheus.CounterOpts(f("switchovers_total", "Planned hand-overs this member took part in."))),
+		LastFailoverPhase: prometheus.NewGaugeVec(prometheus.GaugeOpts(f("last_failover_phase_seconds",
+			"Duration of the phases of this member's last promotion: detect (leader lost to lock won), promote (lock won to writable), route (writable to primary label set).")),
+			[]string{"phase"}),
+		FencingActions: prometheus.NewCounterVec(prometheus.CounterOpts(f("fencing_actions_total",
+			"Fencing actions taken, by kind (self, self-deadline, remote-source, replica-receiver).")), []string{"kind"}),
+		DCSErrors: prometheus.NewCounterVec(prometheus.CounterOpts(f("dcs_errors_total",
+			"DCS calls that failed, by operation.")), []string{"op"}),
+	}
+	reg.MustRegister(m.IsLeader, m.Role, m.RenewLatency, m.RenewFailures, m.LoopDuration, m.LagSeconds,
+		m.LagTransactions, m.Failovers, m.Switchovers, m.LastFailoverPhase, m.FencingActions, m.DCSErrors)
+	return m
+}
+
+func (m *Metrics) setRole(r Role) {
+	for _, x := range []Role{RolePrimary, RoleReplica, RoleNone} {
+		v := 0.0
+		if x == r {
+			v = 1
+		}
+		name := string(x)
+		if x == RoleNone {
+			name = "none"
+		}
+		m.Role.WithLabelValues(name).Set(v)
+	}
+}

@@ -1,0 +1,370 @@
+package podrole
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
+)
+
+const (
+	// DefaultClusterLabel is the default key of the label naming a pod's
+	// cluster.
+	DefaultClusterLabel = "mysqlha.io/cluster"
+	// DefaultRoleLabel is the default key of the label holding a pod's role.
+	DefaultRoleLabel = "mysqlha.io/role"
+
+	// FieldManager is the field manager of every write, so that
+	// metadata.managedFields shows which labels the agent owns.
+	FieldManager = "mysqlha-agent"
+)
+
+// ErrForbidden is wrapped by every error caused by a 403 from the API server:
+// the agent's ServiceAccount lacks a verb that RBACRules grants. The error
+// text names the verb, the resource and the namespace.
+var ErrForbidden = errors.New("podrole: forbidden by RBAC")
+
+// Role is the value of a pod's role label.
+type Role int
+
+const (
+	// RoleNone means no role label: the member is not healthy enough to
+	// receive traffic (unhealthy, errant, fenced, starting).
+	RoleNone Role = iota
+	// RolePrimary is the label value "primary", selected by the primary
+	// Service.
+	RolePrimary
+	// RoleReplica is the label value "replica", selected by the replicas
+	// Service.
+	RoleReplica
+)
+
+// String returns the label value ("primary", "replica"), or "none".
+func (r Role) String() string {
+	switch r {
+	case RoleNone:
+		return "none"
+	case RolePrimary:
+		return "primary"
+	case RoleReplica:
+		return "replica"
+	default:
+		return fmt.Sprintf("Role(%d)", int(r))
+	}
+}
+
+func (r Role) valid() bool { return r >= RoleNone && r <= RoleReplica }
+
+// LabelKeys are the keys of the labels the Labeler writes. An empty field
+// takes its default (DefaultClusterLabel, DefaultRoleLabel).
+type LabelKeys struct {
+	Cluster string
+	Role    string
+}
+
+// withDefaults fills empty keys with the defaults.
+func (k LabelKeys) withDefaults() LabelKeys {
+	if k.Cluster == "" {
+		k.Cluster = DefaultClusterLabel
+	}
+	if k.Role == "" {
+		k.Role = DefaultRoleLabel
+	}
+	return k
+}
+
+// Validate reports whether both keys (after defaulting) are valid label keys
+// (qualified names such as "example.com/role") and distinct.
+func (k LabelKeys) Validate() error {
+	k = k.withDefaults()
+	for _, f := range []struct{ field, key string }{{"cluster", k.Cluster}, {"role", k.Role}} {
+		if errs := validation.IsQualifiedName(f.key); len(errs) > 0 {
+			return fmt.Errorf("podrole: invalid %s label key %q: %s", f.field, f.key, strings.Join(errs, "; "))
+		}
+	}
+	if k.Cluster == k.Role {
+		return fmt.Errorf("podrole: cluster and role label keys are both %q; they must differ", k.Cluster)
+	}
+	return nil
+}
+
+// Client is the part of client-go the Labeler uses; a clientset's CoreV1()
+// satisfies it.
+type Client interface {
+	corev1client.PodsGetter
+	corev1client.EventsGetter
+}
+
+var _ Client = corev1client.CoreV1Interface(nil)
+
+// Option configures NewLabeler.
+type Option func(*settings)
+
+// WithClock sets the clock that timestamps Events (default: the real clock).
+func WithClock(c clock.PassiveClock) Option {
+	return func(s *settings) { s.clock = c }
+}
+
+type settings struct {
+	clock clock.PassiveClock
+	// eventTimeout bounds the writing of one Event (its pod GET and create).
+	eventTimeout time.Duration
+	// closeTimeout bounds how long Close waits for queued Events.
+	closeTimeout time.Duration
+	// queueSize is how many Events may wait; the agent emits a few per role
+	// change, so a full queue means the API server has been unreachable for
+	// a while and older news is worth more than newer.
+	queueSize int
+}
+
+func defaultSettings() settings {
+	return settings{
+		clock:        clock.RealClock{},
+		eventTimeout: 5 * time.Second,
+		closeTimeout: 5 * time.Second,
+		queueSize:    32,
+	}
+}
+
+// Labeler writes the role label of pods of one cluster in one namespace and
+// records Events about them. It is safe for concurrent use. Close it to flush
+// queued Events.
+type Labeler struct {
+	pods      corev1client.PodInterface
+	events    corev1client.EventInterface
+	namespace string
+	keys      LabelKeys
+	reporter  string
+	log       *zap.Logger
+	settings
+
+	// The Event writer: one goroutine drains queue until it is closed.
+	mu        sync.Mutex // guards closed and sends on queue
+	closed    bool
+	queue     chan queuedEvent
+	writerCtx context.Context // cancelled when Close gives up waiting
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when the writer has exited
+	closeOnce sync.Once
+}
+
+// NewLabeler returns a Labeler for pods in namespace, writing labels keys
+// (zero fields take the defaults). reporter names the agent in the Events it
+// records (their reportingInstance and source.host), typically the agent's
+// own pod name. It starts the Event writer goroutine; call Close when done.
+func NewLabeler(client Client, namespace string, keys LabelKeys, reporter string, logger *zap.Logger, opts ...Option) (*Labeler, error) {
+	s := defaultSettings()
+	for _, o := range opts {
+		o(&s)
+	}
+	return newLabeler(client, namespace, keys, reporter, logger, s)
+}
+
+func newLabeler(client Client, namespace string, keys LabelKeys, reporter string, logger *zap.Logger, s settings) (*Labeler, error) {
+	if client == nil {
+		return nil, errors.New("podrole: nil client")
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("podrole: invalid namespace %q: %s", namespace, strings.Join(errs, "; "))
+	}
+	if err := keys.Validate(); err != nil {
+		return nil, err
+	}
+	// The API server limits reportingInstance to 128 characters.
+	if reporter == "" || len(reporter) > 128 {
+		return nil, fmt.Errorf("podrole: reporter %q must be 1 to 128 characters", reporter)
+	}
+	if s.clock == nil {
+		return nil, errors.New("podrole: nil clock")
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Labeler{
+		pods:      client.Pods(namespace),
+		events:    client.Events(namespace),
+		namespace: namespace,
+		keys:      keys.withDefaults(),
+		reporter:  reporter,
+		log:       logger.Named("podrole").With(zap.String("namespace", namespace)),
+		settings:  s,
+		queue:     make(chan queuedEvent, s.queueSize),
+		writerCtx: ctx,
+		cancel:    cancel,
+		done:      make(chan struct{}),
+	}
+	go l.writeEvents()
+	return l, nil
+}
+
+// Keys returns the label keys the Labeler writes, defaults filled in.
+func (l *Labeler) Keys() LabelKeys { return l.keys }
+
+// SetRole makes pod carry the cluster label = cluster and the role label =
+// role; RoleNone removes the role label (the cluster label stays). It reads
+// the pod (GET) and writes only if the labels differ, with a JSON merge patch
+// of exactly those two labels, so calling it every loop costs one read and
+// no write. The write is unconditional (no resourceVersion): the pod's own
+// agent is the authority on its role, and the last word should be its.
+func (l *Labeler) SetRole(ctx context.Context, pod, cluster string, role Role) error {
+	if err := l.setRole(ctx, pod, cluster, role); err != nil {
+		return fmt.Errorf("labelling pod %s as %s: %w", pod, role, err)
+	}
+	return nil
+}
+
+func (l *Labeler) setRole(ctx context.Context, pod, cluster string, role Role) error {
+	if err := validatePodName(pod); err != nil {
+		return err
+	}
+	if cluster == "" {
+		return errors.New("empty cluster name")
+	}
+	if errs := validation.IsValidLabelValue(cluster); len(errs) > 0 {
+		return fmt.Errorf("cluster name %q is not a valid label value: %s", cluster, strings.Join(errs, "; "))
+	}
+	if !role.valid() {
+		return fmt.Errorf("unknown role %s", role)
+	}
+	// A quorum read rather than the watch cache (resourceVersion "0"): a
+	// stale "already labelled" would skip a needed write, and a caller that
+	// only calls on change would never correct it.
+	cur, err := l.pods.Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return l.apiError(err, "get", "pods")
+	}
+	if hasLabels(cur.Labels, l.keys, cluster, role) {
+		return nil
+	}
+	patch, err := setRolePatch(l.keys, cluster, role)
+	if err != nil {
+		return err
+	}
+	if _, err := l.pods.Patch(ctx, pod, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return l.apiError(err, "patch", "pods")
+	}
+	l.log.Info("pod role label set",
+		zap.String("pod", pod), zap.String("cluster", cluster),
+		zap.String("from", roleOf(cur.Labels, l.keys)), zap.Stringer("to", role))
+	return nil
+}
+
+// RemovePrimary removes pod's role label if, and only if, it is "primary":
+// a new leader uses it to take the old leader out of the primary Service. It
+// is one JSON patch whose "test" operation makes the API server apply the
+// removal atomically with the check, so a concurrent relabel to "replica" by
+// the old leader's agent is never undone. A pod that is not primary (the
+// test fails: 422) or does not exist (404) is success: either way it is not
+// in the primary Service.
+func (l *Labeler) RemovePrimary(ctx context.Context, pod string) error {
+	if err := validatePodName(pod); err != nil {
+		return fmt.Errorf("removing primary label of pod %s: %w", pod, err)
+	}
+	patch, err := removePrimaryPatch(l.keys)
+	if err != nil {
+		return fmt.Errorf("removing primary label of pod %s: %w", pod, err)
+	}
+	_, err = l.pods.Patch(ctx, pod, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	switch {
+	case err == nil:
+		l.log.Info("primary label removed", zap.String("pod", pod))
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsInvalid(err):
+		// The API server answers 422 exactly when the JSON patch does not
+		// apply: the test failed or the label is absent. Removing a label
+		// cannot make a pod invalid, so there is no other 422 here. A 409
+		// is not mapped: it means the server's own retries lost to
+		// concurrent writers, not that the label changed, so the caller
+		// must retry.
+		return nil
+	default:
+		return fmt.Errorf("removing primary label of pod %s: %w", pod, l.apiError(err, "patch", "pods"))
+	}
+}
+
+// apiError names the missing permission and the fix when err is a 403, and
+// otherwise returns err unchanged. Both errors stay inspectable with
+// errors.Is(err, ErrForbidden) and apierrors.IsForbidden.
+func (l *Labeler) apiError(err error, verb, resource string) error {
+	if !apierrors.IsForbidden(err) {
+		return err
+	}
+	return fmt.Errorf("%w: the agent may not %s %s in namespace %s; apply the RBAC in deploy/ (podrole.RBACRules): %w",
+		ErrForbidden, verb, resource, l.namespace, err)
+}
+
+func validatePodName(pod string) error {
+	if errs := validation.IsDNS1123Subdomain(pod); len(errs) > 0 {
+		return fmt.Errorf("invalid pod name %q: %s", pod, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// hasLabels reports whether labels already are what SetRole would write.
+func hasLabels(labels map[string]string, k LabelKeys, cluster string, role Role) bool {
+	if c, ok := labels[k.Cluster]; !ok || c != cluster {
+		return false
+	}
+	v, ok := labels[k.Role]
+	if role == RoleNone {
+		return !ok
+	}
+	return ok && v == role.String()
+}
+
+func roleOf(labels map[string]string, k LabelKeys) string {
+	if v, ok := labels[k.Role]; ok {
+		return v
+	}
+	return RoleNone.String()
+}
+
+// setRolePatch is the JSON merge patch (RFC 7386) of SetRole: the two labels
+// and nothing else; null deletes the role label.
+func setRolePatch(k LabelKeys, cluster string, role Role) ([]byte, error) {
+	var roleValue any // nil marshals to null
+	if role != RoleNone {
+		roleValue = role.String()
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"labels": map[string]any{k.Cluster: cluster, k.Role: roleValue},
+		},
+	})
+}
+
+// removePrimaryPatch is the JSON patch (RFC 6902) of RemovePrimary.
+func removePrimaryPatch(k LabelKeys) ([]byte, error) {
+	path := "/metadata/labels/" + escapeJSONPointer(k.Role)
+	return json.Marshal([]map[string]any{
+		{"op": "test", "path": path, "value": RolePrimary.String()},
+		{"op": "remove", "path": path},
+	})
+}
+
+// escapeJSONPointer escapes one reference token (RFC 6901): label keys
+// contain "/".
+func escapeJSONPointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+// podRef is the involvedObject of an Event about pod. uid may be empty when
+// the pod could not be read; kubectl describe then does not list the Event.
+func (l *Labeler) podRef(pod string, uid types.UID) corev1.ObjectReference {
+	return corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: l.namespace, Name: pod, UID: uid}
+}

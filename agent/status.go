@@ -1,0 +1,215 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
+	"github.com/mysqlha/mysqlha/mysqlctl"
+)
+
+// MemberStatus is this member as served by GET /status, and as peers read it
+// when ranking failover candidates.
+type MemberStatus struct {
+	Name      string `json:"name"`
+	Cluster   string `json:"cluster"`
+	Role      string `json:"role"`
+	HoldsLock bool   `json:"holds_lock"`
+	// Healthy: the local mysqld answered the last observation.
+	Healthy        bool    `json:"healthy"`
+	Writable       bool    `json:"writable"`
+	GTIDExecuted   string  `json:"gtid_executed"`
+	GTIDRetrieved  string  `json:"gtid_retrieved,omitempty"`
+	Replication    string  `json:"replication"`
+	Source         string  `json:"source,omitempty"`
+	LagSeconds     *int64  `json:"lag_seconds,omitempty"`
+	Errant         string  `json:"errant,omitempty"`
+	Error          string  `json:"error,omitempty"`
+	Action         string  `json:"action"`
+	Reason         string  `json:"reason"`
+	Leader         string  `json:"leader,omitempty"`
+	Paused         bool    `json:"paused"`
+	LastLoop       string  `json:"last_loop"`
+	SecondsToFence float64 `json:"seconds_to_fence,omitempty"`
+}
+
+func replicationState(obs mysqlctl.Observation, localErr error) dcs.ReplicationState {
+	r := obs.Replica
+	switch {
+	case localErr != nil:
+		return dcs.ReplicationUnknown
+	case r == nil:
+		return dcs.ReplicationNone
+	case r.Broken():
+		return dcs.ReplicationBroken
+	case r.Streaming():
+		return dcs.ReplicationRunning
+	default:
+		return dcs.ReplicationStopped
+	}
+}
+
+func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.Cluster, action failover.Action) {
+	st := MemberStatus{
+		Name: a.cfg.Name, Cluster: a.cfg.Cluster, Role: string(a.role), HoldsLock: a.hasDeadline(),
+		Healthy: localErr == nil, Writable: localErr == nil && obs.Status.Writable(),
+		GTIDExecuted: obs.Status.GTIDExecuted, Replication: replicationState(obs, localErr).String(),
+		Errant: a.errant, Action: action.Kind.String(), Reason: action.Reason, LastLoop: a.clock.Now().UTC().Format(time.RFC3339Nano),
+	}
+	if st.Role == "" {
+		st.Role = "none"
+	}
+	if localErr != nil {
+		st.Error = localErr.Error()
+	}
+	if r := obs.Replica; r != nil {
+		st.GTIDRetrieved, st.LagSeconds = r.RetrievedGTID, r.SecondsBehind
+		st.Source = fmt.Sprintf("%s:%d", r.SourceHost, r.SourcePort)
+	}
+	if cl != nil {
+		st.Paused = cl.Config.Paused
+		if cl.Leader != nil {
+			st.Leader = cl.Leader.Holder
+		}
+	}
+	if d := a.effectiveDeadline(); !d.IsZero() {
+		st.SecondsToFence = d.Sub(a.clock.Now()).Seconds()
+	}
+	a.statusMu.Lock()
+	a.status = st
+	if cl != nil {
+		a.cluster = cl
+	}
+	a.statusMu.Unlock()
+}
+
+// Status returns what GET /status serves.
+func (a *Agent) Status() MemberStatus {
+	a.statusMu.Lock()
+	defer a.statusMu.Unlock()
+	return a.status
+}
+
+// publishMember writes our member record; the store skips writes that only
+// refresh volatile fields more often than its refresh interval.
+func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, localErr error) {
+	st := a.Status()
+	m := dcs.Member{
+		Name: a.cfg.Name, APIURL: a.cfg.APIURL, MySQLAddr: a.cfg.MySQLAddr,
+		GTIDExecuted: st.GTIDExecuted, GTIDRetrieved: st.GTIDRetrieved, NoFailover: a.cfg.NoFailover,
+		FailoverPriority: a.cfg.FailoverPriority, Lag: a.lastLag,
+	}
+	switch a.role {
+	case RolePrimary:
+		m.Role = dcs.RolePrimary
+	case RoleReplica:
+		m.Role = dcs.RoleReplica
+	}
+	m.Replication = replicationState(obs, localErr)
+	if r := obs.Replica; localErr == nil && r != nil && r.Broken() {
+		m.ReplicationError = strings.TrimSpace(r.LastSQLError + " " + r.LastIOError)
+	}
+	if a.errant != "" {
+		m.Tags = map[string]string{tagErrant: a.errant}
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if err := a.store.UpdateMember(cctx, m); err != nil {
+		a.metrics.DCSErrors.WithLabelValues("member").Inc()
+		a.log.Warn("publishing the member record failed", zap.Error(err))
+	}
+	a.updateLagTransactions(cl, st)
+}
+
+func (a *Agent) updateLagTransactions(cl *dcs.Cluster, st MemberStatus) {
+	if cl == nil || cl.Leader == nil || cl.Leader.Holder == a.cfg.Name {
+		a.metrics.LagTransactions.Set(0)
+		return
+	}
+	lm, ok := cl.Member(cl.Leader.Holder)
+	if !ok {
+		return
+	}
+	self := failover.Member{Name: a.cfg.Name, Fresh: true, Healthy: true, Executed: st.GTIDExecuted}
+	leader := failover.Member{Name: lm.Name, Fresh: true, Healthy: true, Executed: lm.GTIDExecuted}
+	for _, c := range failover.RankCandidates(a.flavor(), []failover.Member{self, leader}, 0) {
+		if c.Name == a.cfg.Name {
+			a.metrics.LagTransactions.Set(float64(c.Missing))
+		}
+	}
+}
+
+// setRole records our role and relabels our pod when it changed.
+func (a *Agent) setRole(ctx context.Context, r Role) {
+	if r == a.role {
+		return
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if err := a.labeler.SetRole(cctx, a.cfg.Name, r); err != nil {
+		a.log.Warn("relabelling our pod failed", zap.String("role", string(r)), zap.Error(err))
+		return // retried at the next change of mind or iteration
+	}
+	a.log.Info("role changed", zap.String("from", string(a.role)), zap.String("to", string(r)))
+	a.role = r
+	a.metrics.setRole(r)
+}
+
+// fetchPeers asks every other member's API for its live status, in parallel,
+// within half of retry_timeout.
+func (a *Agent) fetchPeers(ctx context.Context, cl *dcs.Cluster) map[string]*MemberStatus {
+	ctx, cancel := context.WithTimeout(ctx, a.config.RetryTimeout/2)
+	defer cancel()
+	out := map[string]*MemberStatus{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range cl.Members {
+		if m.Name == a.cfg.Name || m.APIURL == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := a.peerStatus(ctx, m.APIURL)
+			if err != nil || st.Name != m.Name {
+				return
+			}
+			mu.Lock()
+			out[m.Name] = st
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// HTTPPeerStatus returns a PeerStatus that GETs <apiURL>/status with client.
+func HTTPPeerStatus(client *http.Client) PeerStatus {
+	return func(ctx context.Context, apiURL string) (*MemberStatus, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(apiURL, "/")+"/status", nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("GET %s/status: %s", apiURL, resp.Status)
+		}
+		var st MemberStatus
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return nil, fmt.Errorf("GET %s/status: %w", apiURL, err)
+		}
+		return &st, nil
+	}
+}

@@ -1,0 +1,221 @@
+// Command mysqlha-agent is the HA sidecar that runs next to mysqld in every
+// database pod (or next to any mysqld, with the etcd DCS). It only wires:
+// flags and environment -> agent.Config, a zap logger, a Prometheus registry,
+// the DCS client, the MySQL dialer and the pod labeler; then agent.Run until
+// SIGTERM or SIGINT, on which a leader hands over before exiting.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mysqlha/mysqlha/agent"
+	"github.com/mysqlha/mysqlha/dcs"
+	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
+	"github.com/mysqlha/mysqlha/mysqlctl"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "mysqlha-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func env(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+type options struct {
+	cfg                       agent.Config
+	namespace, dcsKind        string
+	etcdEndpoints, etcdPrefix string
+	kubeconfig                string
+	localAddr, user, pwFile   string
+	replPwFile                string
+	logLevel, semiSync        string
+	dialTimeout               time.Duration
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("mysqlha-agent", flag.ContinueOnError)
+	podIP := env("POD_IP", "127.0.0.1")
+	b := dcs.DefaultConfig()
+	fs.StringVar(&o.cfg.Cluster, "cluster", env("MYSQLHA_CLUSTER", ""), "cluster name (env MYSQLHA_CLUSTER)")
+	fs.StringVar(&o.cfg.Name, "name", env("POD_NAME", ""), "this member's name, the pod name (env POD_NAME)")
+	fs.StringVar(&o.namespace, "namespace", env("POD_NAMESPACE", "default"), "Kubernetes namespace (env POD_NAMESPACE)")
+	fs.StringVar(&o.dcsKind, "dcs", env("MYSQLHA_DCS", "kubernetes"), "DCS backend: kubernetes or etcd (env MYSQLHA_DCS)")
+	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", env("MYSQLHA_ETCD_ENDPOINTS", ""), "comma-separated etcd endpoints (env MYSQLHA_ETCD_ENDPOINTS)")
+	fs.StringVar(&o.etcdPrefix, "etcd-prefix", dcsetcd.DefaultPrefix, "etcd key prefix")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig file; in-cluster config when empty")
+	fs.StringVar(&o.localAddr, "mysql-local-addr", "127.0.0.1:3306", "where the agent reaches its own mysqld (host:port or socket path)")
+	fs.StringVar(&o.cfg.MySQLAddr, "advertise-mysql-addr", env("MYSQLHA_ADVERTISE_MYSQL_ADDR", net.JoinHostPort(podIP, "3306")), "host:port where peers and replicas reach this mysqld")
+	fs.StringVar(&o.user, "mysql-user", "mysqlha", "the agent's MySQL user")
+	fs.StringVar(&o.pwFile, "mysql-password-file", "", "file holding the agent user's password")
+	fs.StringVar(&o.cfg.ReplicationUser, "replication-user", "repl", "user replicas replicate as")
+	fs.StringVar(&o.replPwFile, "replication-password-file", "", "file holding the replication user's password")
+	fs.DurationVar(&o.dialTimeout, "mysql-dial-timeout", time.Second, "connect timeout for mysqld, local and peers")
+	fs.StringVar(&o.cfg.ListenAddr, "listen", ":8008", "HTTP API listen address")
+	fs.StringVar(&o.cfg.APIURL, "advertise-api-url", env("MYSQLHA_ADVERTISE_API_URL", "http://"+net.JoinHostPort(podIP, "8008")), "URL where peers reach this agent's API")
+	fs.BoolVar(&o.cfg.NoFailover, "nofailover", false, "never become leader")
+	fs.IntVar(&o.cfg.FailoverPriority, "failover-priority", 0, "ranks equally up-to-date candidates; higher wins")
+	fs.DurationVar(&o.cfg.SemiSyncTimeout, "semi-sync-timeout", 10*time.Second, "how long the primary waits for an acknowledgement (semi-sync mode on)")
+	fs.DurationVar(&b.TTL, "ttl", b.TTL, "bootstrap: leader lock validity")
+	fs.DurationVar(&b.LoopWait, "loop-wait", b.LoopWait, "bootstrap: HA loop period")
+	fs.DurationVar(&b.RetryTimeout, "retry-timeout", b.RetryTimeout, "bootstrap: bound of one DCS or MySQL call")
+	fs.DurationVar(&b.SafetyMargin, "safety-margin", b.SafetyMargin, "bootstrap: how long before the lock could expire the leader fences")
+	fs.DurationVar(&b.MaximumLagOnFailover, "maximum-lag-on-failover", b.MaximumLagOnFailover, "bootstrap: replicas lagging more never take over")
+	fs.StringVar(&o.semiSync, "semi-sync", "off", "bootstrap: semi-sync mode off, on or strict")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: mysqlha-agent [flags]
+
+Runs the HA loop for one MySQL/MariaDB member. Timings (--ttl ...) are the
+bootstrap values: the first member stores them in the DCS; later the stored
+cluster config rules.
+
+Example (etcd DCS, outside Kubernetes):
+  mysqlha-agent --dcs=etcd --etcd-endpoints=http://127.0.0.1:2379 --cluster=demo --name=db1 \
+    --mysql-local-addr=127.0.0.1:3306 --advertise-mysql-addr=127.0.0.1:3306 \
+    --mysql-password-file=/etc/mysqlha/agent-password --replication-password-file=/etc/mysqlha/repl-password \
+    --listen=127.0.0.1:8008 --advertise-api-url=http://127.0.0.1:8008
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q; all settings are flags", fs.Args())
+	}
+	mode, err := dcs.ParseSemiSyncMode(o.semiSync)
+	if err != nil {
+		return nil, fmt.Errorf("--semi-sync: %w", err)
+	}
+	b.SemiSync = mode
+	o.cfg.Bootstrap = b
+	if o.replPwFile != "" {
+		pw, err := os.ReadFile(o.replPwFile)
+		if err != nil {
+			return nil, fmt.Errorf("--replication-password-file: %w", err)
+		}
+		o.cfg.ReplicationPassword = strings.TrimRight(string(pw), "\r\n")
+	}
+	if err := o.cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	return zc.Build()
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o.logLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	log = log.With(zap.String("cluster", o.cfg.Cluster), zap.String("member", o.cfg.Name))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := agent.NewMetrics(reg, o.cfg.Cluster, o.cfg.Name)
+
+	store, labeler, closeDCS, err := openDCS(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer closeDCS()
+
+	dial := func(ctx context.Context, addr string) (agent.Database, error) {
+		return mysqlctl.Connect(ctx, mysqlctl.Config{
+			Addr: addr, User: o.user, PasswordFile: o.pwFile, DialTimeout: o.dialTimeout,
+			ReadTimeout: 2 * o.cfg.Bootstrap.RetryTimeout, WriteTimeout: 2 * o.cfg.Bootstrap.RetryTimeout,
+			ReplicationUsers: []string{o.cfg.ReplicationUser},
+		})
+	}
+	a, err := agent.New(o.cfg, agent.Deps{
+		Store: store, LocalAddr: o.localAddr, Dial: dial, Labeler: labeler, Logger: log.Named("agent"),
+		Metrics: metrics, PeerStatus: agent.HTTPPeerStatus(&http.Client{}),
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", o.cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", o.cfg.ListenAddr, err)
+	}
+	srv := &http.Server{Handler: a.Handler(reg), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	log.Info("agent started", zap.String("api", ln.Addr().String()), zap.String("dcs", o.dcsKind))
+	return a.Run(ctx)
+}
+
+// openDCS builds the configured DCS store and, on Kubernetes, the pod labeler.
+func openDCS(ctx context.Context, o *options, log *zap.Logger) (agent.Store, agent.Labeler, func(), error) {
+	switch o.dcsKind {
+	case "etcd":
+		if o.etcdEndpoints == "" {
+			return nil, nil, nil, errors.New("--dcs=etcd needs --etcd-endpoints (env MYSQLHA_ETCD_ENDPOINTS)")
+		}
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints: strings.Split(o.etcdEndpoints, ","), DialTimeout: o.cfg.Bootstrap.RetryTimeout,
+			Logger: log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel)),
+		})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("connecting to etcd %s: %w", o.etcdEndpoints, err)
+		}
+		store, err := dcsetcd.New(dcsetcd.Options{Client: cli, Prefix: o.etcdPrefix, Cluster: o.cfg.Cluster,
+			Member: o.cfg.Name, Logger: log.Named("dcs")})
+		if err != nil {
+			cli.Close()
+			return nil, nil, nil, err
+		}
+		return store, nil, func() { store.Close(); cli.Close() }, nil
+	case "kubernetes":
+		return openKubernetes(ctx, o, log)
+	}
+	return nil, nil, nil, fmt.Errorf("--dcs %q: want kubernetes or etcd", o.dcsKind)
+}
