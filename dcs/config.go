@@ -1,0 +1,174 @@
+package dcs
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// SemiSyncMode selects how the primary waits for replicas.
+type SemiSyncMode uint8
+
+const (
+	// SemiSyncOff: asynchronous replication.
+	SemiSyncOff SemiSyncMode = iota
+	// SemiSyncOn: the primary waits for one replica's acknowledgement and
+	// falls back to asynchronous after the server's timeout.
+	SemiSyncOn
+	// SemiSyncStrict: the primary never falls back; writes block until a
+	// replica acknowledges.
+	SemiSyncStrict
+)
+
+var semiSyncNames = [...]string{"off", "on", "strict"}
+
+// Valid reports whether m is one of the defined modes.
+func (m SemiSyncMode) Valid() bool { return int(m) < len(semiSyncNames) }
+
+func (m SemiSyncMode) String() string {
+	if int(m) < len(semiSyncNames) {
+		return semiSyncNames[m]
+	}
+	return fmt.Sprintf("SemiSyncMode(%d)", m)
+}
+
+// ParseSemiSyncMode parses the String form of a SemiSyncMode.
+func ParseSemiSyncMode(s string) (SemiSyncMode, error) {
+	for i, n := range semiSyncNames {
+		if n == s {
+			return SemiSyncMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown semi-sync mode %q (want one of %v)", ErrInvalid, s, semiSyncNames)
+}
+
+// Bounds of a lock or member ttl. Both backends store ttls in whole seconds
+// (Lease leaseDurationSeconds, etcd lease TTL). Anything above MaxTTL is
+// treated as an impossible duration in a stored record.
+const (
+	MinTTL = time.Second
+	MaxTTL = 10 * time.Minute
+)
+
+// Defaults. They satisfy loop_wait + 2*retry_timeout <= ttl - safety_margin
+// (1 + 2*1 = 3 <= 5 - 1 = 4) and bound an unplanned failover by about
+// ttl + loop_wait after the primary's agent dies.
+const (
+	DefaultTTL          = 5 * time.Second
+	DefaultLoopWait     = 1 * time.Second
+	DefaultRetryTimeout = 1 * time.Second
+	DefaultSafetyMargin = 1 * time.Second
+	// DefaultMaximumLagOnFailover excludes replicas further behind than this.
+	DefaultMaximumLagOnFailover = 30 * time.Second
+)
+
+// Member record timing, shared by all backends: UpdateMember writes at least
+// every DefaultMemberRefresh, and observers judge a record stale when it has
+// not changed for DefaultMemberTTL (Kubernetes, memory) or its session lease
+// lapses (etcd).
+const (
+	DefaultMemberTTL     = 30 * time.Second
+	DefaultMemberRefresh = 10 * time.Second
+)
+
+// Config is the cluster-wide configuration stored in the DCS.
+type Config struct {
+	// TTL is how long the leader lock stays valid without renewal.
+	TTL time.Duration
+	// LoopWait is the HA loop's period.
+	LoopWait time.Duration
+	// RetryTimeout bounds one DCS or MySQL call.
+	RetryTimeout time.Duration
+	// SafetyMargin is how long before its lock could expire the holder
+	// fences itself.
+	SafetyMargin time.Duration
+	// MaximumLagOnFailover: replicas lagging more are not candidates.
+	MaximumLagOnFailover time.Duration
+	// SemiSync is the replication mode the primary enforces.
+	SemiSync SemiSyncMode
+	// Paused is maintenance mode: no automatic failover or demotion.
+	Paused bool
+	// Failsafe keeps the leader writable while the DCS is unreachable, as
+	// long as every member confirms it (DESIGN.md section 4).
+	Failsafe bool
+}
+
+// DefaultConfig returns the configuration in effect when none is stored.
+func DefaultConfig() Config {
+	return Config{
+		TTL:                  DefaultTTL,
+		LoopWait:             DefaultLoopWait,
+		RetryTimeout:         DefaultRetryTimeout,
+		SafetyMargin:         DefaultSafetyMargin,
+		MaximumLagOnFailover: DefaultMaximumLagOnFailover,
+		SemiSync:             SemiSyncOff,
+	}
+}
+
+// Validate checks the timing rule of DESIGN.md section 3:
+//
+//	loop_wait + 2*retry_timeout <= ttl - safety_margin
+//
+// A holder renews at least every loop_wait, and one renew may take up to
+// retry_timeout and be retried once; it must still be able to fence before
+// any other member can legally take the lock. The error wraps ErrInvalid and
+// states the rule with the values.
+func (c Config) Validate() error {
+	var errs []error
+	if err := ValidateTTL(c.TTL); err != nil {
+		errs = append(errs, fmt.Errorf("ttl: %w", err))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"loop_wait", c.LoopWait}, {"retry_timeout", c.RetryTimeout}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%w: %s must be > 0, got %v", ErrInvalid, d.name, d.v))
+		}
+	}
+	if c.SafetyMargin < 0 {
+		errs = append(errs, fmt.Errorf("%w: safety_margin must be >= 0, got %v", ErrInvalid, c.SafetyMargin))
+	}
+	if c.MaximumLagOnFailover < 0 {
+		errs = append(errs, fmt.Errorf("%w: maximum_lag_on_failover must be >= 0, got %v", ErrInvalid, c.MaximumLagOnFailover))
+	}
+	if !c.SemiSync.Valid() {
+		errs = append(errs, fmt.Errorf("%w: unknown semi-sync mode %d", ErrInvalid, c.SemiSync))
+	}
+	if lhs, rhs := c.LoopWait+2*c.RetryTimeout, c.TTL-c.SafetyMargin; lhs > rhs {
+		errs = append(errs, fmt.Errorf("%w: loop_wait + 2*retry_timeout <= ttl - safety_margin must hold, "+
+			"got %v + 2*%v = %v > %v - %v = %v; raise ttl or lower loop_wait/retry_timeout",
+			ErrInvalid, c.LoopWait, c.RetryTimeout, lhs, c.TTL, c.SafetyMargin, rhs))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateTTL checks that d is a whole number of seconds in [MinTTL, MaxTTL].
+func ValidateTTL(d time.Duration) error {
+	if d < MinTTL || d > MaxTTL {
+		return fmt.Errorf("%w: ttl must be between %v and %v, got %v", ErrInvalid, MinTTL, MaxTTL, d)
+	}
+	if d%time.Second != 0 {
+		return fmt.Errorf("%w: ttl must be a whole number of seconds (Lease and etcd lease TTLs are in seconds), got %v", ErrInvalid, d)
+	}
+	return nil
+}
+
+// nameRE is an RFC 1123 label: it fits Kubernetes object names and etcd key
+// segments alike, and cannot collide with UnknownHolder.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// MaxNameLen bounds cluster and member names so that derived object names
+// ("<cluster>-member-<member>") stay valid Kubernetes names.
+const MaxNameLen = 63
+
+// ValidateName checks a cluster or member name: lower-case letters, digits
+// and '-', starting and ending with a letter or digit, at most MaxNameLen.
+func ValidateName(kind, name string) error {
+	if len(name) > MaxNameLen || !nameRE.MatchString(name) {
+		return fmt.Errorf("%w: %s name %q must be lower-case letters, digits and '-', start and end with a letter or digit, at most %d characters",
+			ErrInvalid, kind, name, MaxNameLen)
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+// Package etcdtest starts a real, single-member etcd v3 server in-process
+// (go.etcd.io/etcd/server/v3/embed) for tests and benchmarks.
+//
+// Start guarantees that, when it returns, the server has elected itself leader
+// and serves the v3 gRPC API on http://127.0.0.1:<free port> (plus any
+// WithClientHost addresses), with its data in tb.TempDir(). The server is
+// stopped by tb.Cleanup; Stop stops it earlier to simulate a dead DCS.
+//
+// # Timing and the minimal lease TTL
+//
+// etcd refuses leases shorter than minTTL = ceil(1.5 × election timeout)
+// seconds: a Grant with a smaller TTL is silently raised to minTTL (the
+// granted TTL is in LeaseGrantResponse.TTL). With etcd's defaults (100 ms
+// heartbeat, 1000 ms election timeout) that is 2 s. This package runs the
+// server with a 50 ms heartbeat and a 500 ms election timeout, so a 1 s lease
+// is granted as 1 s: 1 s is the minimal TTL that works here (a TTL of 0 or
+// less is rejected by clientv3/etcd as usual). The single member never needs
+// a real election after start-up, so the short timeouts cost nothing but a few
+// more ticks per second.
+//
+// fsync is disabled (UnsafeNoFsync): the data only has to survive a graceful
+// Stop, never a machine crash, and fsync dominates write latency on some disks.
+package etcdtest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+const (
+	// readyTimeout bounds how long Start waits for the member to become leader.
+	readyTimeout = 20 * time.Second
+	// Heartbeat and election timeout of the embedded member; see the package doc.
+	tickMs     = 50
+	electionMs = 500
+	// MinLeaseTTL is the smallest lease TTL, in seconds, that the server grants
+	// as requested (measured by TestMinimalLeaseTTL).
+	MinLeaseTTL = 1
+	// startAttempts: free ports are picked by binding :0 and closing, so another
+	// process may grab one before etcd binds it; retry with new ports.
+	startAttempts = 3
+)
+
+// Option configures Start.
+type Option func(*options)
+
+type options struct {
+	clientHosts []string
+}
+
+// WithClientHost makes the server also serve clients on host (an IP address
+// assigned to this machine, e.g. a test bridge's 198.18.0.1), in addition to
+// 127.0.0.1, so that processes in network namespaces can reach it. Each host
+// gets its own free port; Endpoints lists them all.
+func WithClientHost(host string) Option {
+	return func(o *options) { o.clientHosts = append(o.clientHosts, host) }
+}
+
+// Server is a running embedded etcd member.
+type Server struct {
+	etcd      *embed.Etcd
+	grpc      *grpcServers
+	endpoints []string
+	logFile   string
+	stopOnce  sync.Once
+}
+
+// grpcServers collects the member's gRPC servers (one per client URL) so that
+// Stop can drop client connections at once. embed's own Close stops them
+// gracefully, which waits up to its request timeout (about 6 s) for open
+// watch and lease keep-alive streams; a dying DCS does not wait for anything.
+type grpcServers struct {
+	mu sync.Mutex
+	ss []*grpc.Server
+}
+
+func (g *grpcServers) add(s *grpc.Server) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ss = append(g.ss, s)
+}
+
+func (g *grpcServers) stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range g.ss {
+		s.Stop()
+	}
+}
+
+// Start starts an etcd member, waits until it is ready (failing tb after 20 s),
+// and registers its shutdown with tb.Cleanup.
+func Start(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	hosts := append([]string{"127.0.0.1"}, o.clientHosts...)
+	for _, h := range hosts {
+		if net.ParseIP(h) == nil {
+			tb.Fatalf("etcdtest: client host %q is not an IP address", h)
+		}
+	}
+
+	var lastErr error
+	for attempt := 0; attempt < startAttempts; attempt++ {
+		dir := tb.TempDir()
+		logFile := filepath.Join(dir, "etcd.log")
+		gs := &grpcServers{}
+		e, err := start(filepath.Join(dir, "data"), logFile, hosts, gs)
+		if err == nil {
+			s := &Server{etcd: e, grpc: gs, logFile: logFile}
+			for _, u := range e.Config().AdvertiseClientUrls {
+				s.endpoints = append(s.endpoints, u.String())
+			}
+			tb.Cleanup(s.Stop)
+			return s
+		}
+		lastErr = err
+		if !isAddrInUse(err) {
+			break
+		}
+	}
+	tb.Fatalf("etcdtest: starting embedded etcd on %v: %v", hosts, lastErr)
+	return nil
+}
+
+func start(dir, logFile string, hosts []string, gs *grpcServers) (*embed.Etcd, error) {
+	peer, err := freeURL("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	var clients []url.URL
+	for _, h := range hosts {
+		u, err := freeURL(h)
+		if err != nil {
+			return nil, err
+		}
+		clients = append(clients, u)
+	}
+
+	cfg := embed.NewConfig()
+	cfg.Name = "etcdtest"
+	cfg.Dir = dir
+	cfg.Logger = "zap"
+	cfg.LogLevel = "error"
+	// Even at error level etcd logs every listener it closes on shutdown, so
+	// the log goes to a file (see LogFile) rather than into test output.
+	cfg.LogOutputs = []string{logFile}
+	cfg.ListenPeerUrls = []url.URL{peer}
+	cfg.AdvertisePeerUrls = []url.URL{peer}
+	cfg.ListenClientUrls = clients
+	cfg.AdvertiseClientUrls = clients
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	cfg.InitialClusterToken = "etcdtest-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	cfg.TickMs = tickMs
+	cfg.ElectionMs = electionMs
+	cfg.UnsafeNoFsync = true
+	cfg.ServiceRegister = gs.add
+	// No metrics listener, no v2 store, no pprof: nothing the tests need.
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		gs.stop()
+		e.Close()
+		return nil, fmt.Errorf("etcd failed before becoming ready (log: %s): %w", logFile, err)
+	case <-time.After(readyTimeout):
+		gs.stop()
+		e.Close()
+		return nil, fmt.Errorf("etcd did not become ready within %v (log: %s)", readyTimeout, logFile)
+	}
+}
+
+// freeURL returns http://host:port with a port that was free a moment ago.
+func freeURL(host string) (url.URL, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return url.URL{}, fmt.Errorf("no free port on %s (is the address assigned to an interface?): %w", host, err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return url.URL{Scheme: "http", Host: addr}, nil
+}
+
+func isAddrInUse(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "address already in use")
+}
+
+// LogFile returns the path of the member's log (error level and above); it
+// lives in a tb.TempDir and is removed with it.
+func (s *Server) LogFile() string { return s.logFile }
+
+// Endpoints returns the client URLs ("http://127.0.0.1:port" first, then one
+// per WithClientHost in order).
+func (s *Server) Endpoints() []string { return append([]string(nil), s.endpoints...) }
+
+// Client returns a new client for Endpoints()[0] (loopback), closed by
+// tb.Cleanup. Its logger is silent so that a deliberately stopped server does
+// not flood the test output.
+func (s *Server) Client(tb testing.TB) *clientv3.Client {
+	tb.Helper()
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   s.endpoints[:1],
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		tb.Fatalf("etcdtest: client for %v: %v", s.endpoints[:1], err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Stop shuts the server down and waits until it has stopped: clients then get
+// connection errors as with a dead DCS. It is idempotent and also run by
+// tb.Cleanup.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		// Drop client connections first (see grpcServers), then Close, which
+		// is synchronous: it returns after the raft loop and all handler
+		// goroutines have exited.
+		s.grpc.stop()
+		s.etcd.Close()
+	})
+}

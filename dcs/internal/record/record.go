@@ -1,0 +1,418 @@
+// Package record is the wire format shared by the DCS backends: JSON
+// encodings of member records and cluster state, with the validation that
+// turns garbage into dcs.ErrCorrupt errors naming the object, and the member
+// write-rate policy. Durations are stored as Go duration strings ("1.5s")
+// and times as RFC 3339, so records stay readable in kubectl and etcdctl and
+// round-trip exactly.
+//
+// Decoders ignore unknown JSON fields so that an older agent can read
+// records written by a newer one during a rolling upgrade.
+package record
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+type memberJSON struct {
+	Name             string            `json:"name"`
+	Role             string            `json:"role"`
+	APIURL           string            `json:"api_url,omitempty"`
+	MySQLAddr        string            `json:"mysql_addr,omitempty"`
+	GTIDExecuted     string            `json:"gtid_executed,omitempty"`
+	GTIDRetrieved    string            `json:"gtid_retrieved,omitempty"`
+	Replication      string            `json:"replication"`
+	ReplicationError string            `json:"replication_error,omitempty"`
+	Lag              *string           `json:"lag,omitempty"`
+	NoFailover       bool              `json:"nofailover,omitempty"`
+	FailoverPriority int               `json:"failover_priority,omitempty"`
+	Tags             map[string]string `json:"tags,omitempty"`
+	UpdatedAt        time.Time         `json:"updated_at"`
+}
+
+// ValidateMember checks what a writer may publish; errors wrap dcs.ErrInvalid.
+func ValidateMember(m dcs.Member) error {
+	var errs []error
+	if err := dcs.ValidateName("member", m.Name); err != nil {
+		errs = append(errs, err)
+	}
+	if !m.Role.Valid() {
+		errs = append(errs, fmt.Errorf("%w: unknown role %d", dcs.ErrInvalid, m.Role))
+	}
+	if !m.Replication.Valid() {
+		errs = append(errs, fmt.Errorf("%w: unknown replication state %d", dcs.ErrInvalid, m.Replication))
+	}
+	if m.APIURL != "" {
+		if u, err := url.Parse(m.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%w: api url %q must be http(s)://host[:port]", dcs.ErrInvalid, m.APIURL))
+		}
+	}
+	if m.MySQLAddr != "" {
+		_, port, err := net.SplitHostPort(m.MySQLAddr)
+		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("%w: mysql address %q must be host:port", dcs.ErrInvalid, m.MySQLAddr))
+		}
+	}
+	if m.Lag != nil && *m.Lag < 0 {
+		errs = append(errs, fmt.Errorf("%w: lag must be >= 0, got %v", dcs.ErrInvalid, *m.Lag))
+	}
+	if m.FailoverPriority < 0 {
+		errs = append(errs, fmt.Errorf("%w: failover priority must be >= 0, got %d", dcs.ErrInvalid, m.FailoverPriority))
+	}
+	return errors.Join(errs...)
+}
+
+// EncodeMember validates and encodes a member record.
+func EncodeMember(m dcs.Member) ([]byte, error) {
+	if err := ValidateMember(m); err != nil {
+		return nil, err
+	}
+	j := memberJSON{
+		Name: m.Name, Role: m.Role.String(), APIURL: m.APIURL, MySQLAddr: m.MySQLAddr,
+		GTIDExecuted: m.GTIDExecuted, GTIDRetrieved: m.GTIDRetrieved,
+		Replication: m.Replication.String(), ReplicationError: m.ReplicationError,
+		NoFailover: m.NoFailover, FailoverPriority: m.FailoverPriority,
+		Tags: m.Tags, UpdatedAt: m.UpdatedAt.UTC(),
+	}
+	if m.Lag != nil {
+		s := m.Lag.String()
+		j.Lag = &s
+	}
+	return json.Marshal(j)
+}
+
+// DecodeMember decodes the record stored at where (an object or key name,
+// used in the error) and checks it names wantName. Errors wrap
+// dcs.ErrCorrupt.
+func DecodeMember(where, wantName string, b []byte) (dcs.Member, error) {
+	var j memberJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return dcs.Member{}, corrupt(where, "member record is not valid JSON", err)
+	}
+	m := dcs.Member{
+		Name: j.Name, APIURL: j.APIURL, MySQLAddr: j.MySQLAddr,
+		GTIDExecuted: j.GTIDExecuted, GTIDRetrieved: j.GTIDRetrieved,
+		ReplicationError: j.ReplicationError, NoFailover: j.NoFailover,
+		FailoverPriority: j.FailoverPriority, Tags: j.Tags, UpdatedAt: j.UpdatedAt,
+	}
+	var errs []error
+	var err error
+	if m.Role, err = dcs.ParseRole(j.Role); err != nil {
+		errs = append(errs, err)
+	}
+	if m.Replication, err = dcs.ParseReplicationState(j.Replication); err != nil {
+		errs = append(errs, err)
+	}
+	if j.Lag != nil {
+		d, err := time.ParseDuration(*j.Lag)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("lag: %w", err))
+		}
+		m.Lag = &d
+	}
+	if j.Name != wantName {
+		errs = append(errs, fmt.Errorf("record names member %q, want %q", j.Name, wantName))
+	}
+	if m.UpdatedAt.IsZero() {
+		errs = append(errs, errors.New("updated_at is missing"))
+	}
+	if len(errs) == 0 {
+		if err := ValidateMember(m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return dcs.Member{}, corrupt(where, "invalid member record", errors.Join(errs...))
+	}
+	return m, nil
+}
+
+// volatile strips the fields UpdateMember may publish lazily, and the
+// read-side fields, for comparing two records.
+func volatile(m dcs.Member) dcs.Member {
+	m.GTIDExecuted, m.GTIDRetrieved, m.Lag = "", "", nil
+	m.UpdatedAt, m.Version, m.ObservedAt, m.Stale = time.Time{}, "", time.Time{}, false
+	if len(m.Tags) == 0 {
+		m.Tags = nil
+	}
+	return m
+}
+
+// MemberTiming applies the defaults to a store's member ttl and refresh
+// interval and checks them.
+func MemberTiming(ttl, refresh time.Duration) (time.Duration, time.Duration, error) {
+	if ttl == 0 {
+		ttl = dcs.DefaultMemberTTL
+	}
+	if refresh == 0 {
+		refresh = dcs.DefaultMemberRefresh
+	}
+	if err := dcs.ValidateTTL(ttl); err != nil {
+		return 0, 0, fmt.Errorf("member ttl: %w", err)
+	}
+	if refresh <= 0 || refresh >= ttl {
+		return 0, 0, fmt.Errorf("%w: member refresh %v must be > 0 and below member ttl %v", dcs.ErrInvalid, refresh, ttl)
+	}
+	return ttl, refresh, nil
+}
+
+// MemberNeedsWrite implements the write-rate policy of UpdateMember: write
+// when nothing was written yet (last == nil), when a non-volatile field
+// changed, or when the last write is refresh old.
+func MemberNeedsWrite(last *dcs.Member, lastAt time.Time, next dcs.Member, now time.Time, refresh time.Duration) bool {
+	if last == nil || now.Sub(lastAt) >= refresh {
+		return true
+	}
+	return !reflect.DeepEqual(volatile(*last), volatile(next))
+}
+
+type configJSON struct {
+	TTL                  string `json:"ttl,omitempty"`
+	LoopWait             string `json:"loop_wait,omitempty"`
+	RetryTimeout         string `json:"retry_timeout,omitempty"`
+	SafetyMargin         string `json:"safety_margin,omitempty"`
+	MaximumLagOnFailover string `json:"maximum_lag_on_failover,omitempty"`
+	SemiSync             string `json:"semi_sync,omitempty"`
+	Paused               bool   `json:"paused,omitempty"`
+	Failsafe             bool   `json:"failsafe_mode,omitempty"`
+}
+
+// EncodeConfig validates and encodes a config.
+func EncodeConfig(c dcs.Config) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(configJSON{
+		TTL: c.TTL.String(), LoopWait: c.LoopWait.String(), RetryTimeout: c.RetryTimeout.String(),
+		SafetyMargin: c.SafetyMargin.String(), MaximumLagOnFailover: c.MaximumLagOnFailover.String(),
+		SemiSync: c.SemiSync.String(), Paused: c.Paused, Failsafe: c.Failsafe,
+	})
+}
+
+// DecodeConfig decodes a stored config; absent fields take their defaults
+// (so an operator may store a partial config). The result must Validate.
+func DecodeConfig(where string, b []byte) (dcs.Config, error) {
+	var j configJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return dcs.Config{}, corrupt(where, "config is not valid JSON", err)
+	}
+	c := dcs.DefaultConfig()
+	var errs []error
+	for _, f := range []struct {
+		name string
+		s    string
+		d    *time.Duration
+	}{
+		{"ttl", j.TTL, &c.TTL}, {"loop_wait", j.LoopWait, &c.LoopWait},
+		{"retry_timeout", j.RetryTimeout, &c.RetryTimeout}, {"safety_margin", j.SafetyMargin, &c.SafetyMargin},
+		{"maximum_lag_on_failover", j.MaximumLagOnFailover, &c.MaximumLagOnFailover},
+	} {
+		if f.s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f.s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.name, err))
+			continue
+		}
+		*f.d = d
+	}
+	if j.SemiSync != "" {
+		m, err := dcs.ParseSemiSyncMode(j.SemiSync)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.SemiSync = m
+	}
+	c.Paused, c.Failsafe = j.Paused, j.Failsafe
+	if len(errs) == 0 {
+		if err := c.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return dcs.Config{}, corrupt(where, "invalid config", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+type switchoverJSON struct {
+	From        string    `json:"from,omitempty"`
+	To          string    `json:"to,omitempty"`
+	ScheduledAt time.Time `json:"scheduled_at,omitzero"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// ValidateSwitchover checks a request; errors wrap dcs.ErrInvalid.
+func ValidateSwitchover(sw dcs.Switchover) error {
+	var errs []error
+	for _, n := range []struct{ what, name string }{{"switchover from", sw.From}, {"switchover to", sw.To}} {
+		if n.name != "" {
+			errs = append(errs, dcs.ValidateName(n.what, n.name))
+		}
+	}
+	if sw.From != "" && sw.From == sw.To {
+		errs = append(errs, fmt.Errorf("%w: switchover from and to are both %q", dcs.ErrInvalid, sw.From))
+	}
+	if sw.RequestedAt.IsZero() {
+		errs = append(errs, fmt.Errorf("%w: switchover requested_at is missing", dcs.ErrInvalid))
+	}
+	return errors.Join(errs...)
+}
+
+// EncodeSwitchover validates and encodes a switchover request.
+func EncodeSwitchover(sw dcs.Switchover) ([]byte, error) {
+	if err := ValidateSwitchover(sw); err != nil {
+		return nil, err
+	}
+	return json.Marshal(switchoverJSON{From: sw.From, To: sw.To, ScheduledAt: sw.ScheduledAt.UTC(), RequestedAt: sw.RequestedAt.UTC()})
+}
+
+// DecodeSwitchover decodes a stored switchover request.
+func DecodeSwitchover(where string, b []byte) (dcs.Switchover, error) {
+	var j switchoverJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return dcs.Switchover{}, corrupt(where, "switchover request is not valid JSON", err)
+	}
+	sw := dcs.Switchover{From: j.From, To: j.To, ScheduledAt: j.ScheduledAt, RequestedAt: j.RequestedAt}
+	if err := ValidateSwitchover(sw); err != nil {
+		return dcs.Switchover{}, corrupt(where, "invalid switchover request", err)
+	}
+	return sw, nil
+}
+
+type initializedJSON struct {
+	ClusterID    string    `json:"cluster_id"`
+	FirstGTID    string    `json:"first_gtid,omitempty"`
+	Bootstrapper string    `json:"bootstrapper,omitempty"`
+	At           time.Time `json:"at"`
+}
+
+// ValidateInitialized checks an initialized record; errors wrap dcs.ErrInvalid.
+func ValidateInitialized(in dcs.Initialized) error {
+	var errs []error
+	if in.ClusterID == "" {
+		errs = append(errs, fmt.Errorf("%w: initialized cluster_id is empty", dcs.ErrInvalid))
+	}
+	if in.Bootstrapper != "" {
+		errs = append(errs, dcs.ValidateName("bootstrapper", in.Bootstrapper))
+	}
+	if in.At.IsZero() {
+		errs = append(errs, fmt.Errorf("%w: initialized at is missing", dcs.ErrInvalid))
+	}
+	return errors.Join(errs...)
+}
+
+// EncodeInitialized validates and encodes an initialized record.
+func EncodeInitialized(in dcs.Initialized) ([]byte, error) {
+	if err := ValidateInitialized(in); err != nil {
+		return nil, err
+	}
+	return json.Marshal(initializedJSON{ClusterID: in.ClusterID, FirstGTID: in.FirstGTID, Bootstrapper: in.Bootstrapper, At: in.At.UTC()})
+}
+
+// DecodeInitialized decodes a stored initialized record.
+func DecodeInitialized(where string, b []byte) (dcs.Initialized, error) {
+	var j initializedJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return dcs.Initialized{}, corrupt(where, "initialized record is not valid JSON", err)
+	}
+	in := dcs.Initialized{ClusterID: j.ClusterID, FirstGTID: j.FirstGTID, Bootstrapper: j.Bootstrapper, At: j.At}
+	if err := ValidateInitialized(in); err != nil {
+		return dcs.Initialized{}, corrupt(where, "invalid initialized record", err)
+	}
+	return in, nil
+}
+
+type historyJSON struct {
+	Kind             string    `json:"kind"`
+	From             string    `json:"from,omitempty"`
+	To               string    `json:"to"`
+	At               time.Time `json:"at"`
+	Reason           string    `json:"reason,omitempty"`
+	WriteUnavailable string    `json:"write_unavailable,omitempty"`
+}
+
+// ValidateHistoryEntry checks an entry; errors wrap dcs.ErrInvalid.
+func ValidateHistoryEntry(e dcs.HistoryEntry) error {
+	var errs []error
+	if !e.Kind.Valid() {
+		errs = append(errs, fmt.Errorf("%w: unknown history kind %d", dcs.ErrInvalid, e.Kind))
+	}
+	if e.From != "" {
+		errs = append(errs, dcs.ValidateName("history from", e.From))
+	}
+	errs = append(errs, dcs.ValidateName("history to", e.To))
+	if e.At.IsZero() {
+		errs = append(errs, fmt.Errorf("%w: history entry time is missing", dcs.ErrInvalid))
+	}
+	if e.WriteUnavailable < 0 {
+		errs = append(errs, fmt.Errorf("%w: write_unavailable must be >= 0", dcs.ErrInvalid))
+	}
+	return errors.Join(errs...)
+}
+
+// AppendHistory returns a copy of h with e appended, keeping the newest
+// dcs.MaxHistory entries.
+func AppendHistory(h []dcs.HistoryEntry, e dcs.HistoryEntry) []dcs.HistoryEntry {
+	h = append(append(make([]dcs.HistoryEntry, 0, len(h)+1), h...), e)
+	if len(h) > dcs.MaxHistory {
+		h = h[len(h)-dcs.MaxHistory:]
+	}
+	return h
+}
+
+// EncodeHistory encodes a history (entries already validated).
+func EncodeHistory(h []dcs.HistoryEntry) ([]byte, error) {
+	js := make([]historyJSON, len(h))
+	for i, e := range h {
+		js[i] = historyJSON{Kind: e.Kind.String(), From: e.From, To: e.To, At: e.At.UTC(), Reason: e.Reason}
+		if e.WriteUnavailable != 0 {
+			js[i].WriteUnavailable = e.WriteUnavailable.String()
+		}
+	}
+	return json.Marshal(js)
+}
+
+// DecodeHistory decodes a stored history.
+func DecodeHistory(where string, b []byte) ([]dcs.HistoryEntry, error) {
+	var js []historyJSON
+	if err := json.Unmarshal(b, &js); err != nil {
+		return nil, corrupt(where, "history is not a valid JSON list", err)
+	}
+	h := make([]dcs.HistoryEntry, 0, len(js))
+	for i, j := range js {
+		e := dcs.HistoryEntry{From: j.From, To: j.To, At: j.At, Reason: j.Reason}
+		var err error
+		if e.Kind, err = dcs.ParseHistoryKind(j.Kind); err == nil && j.WriteUnavailable != "" {
+			e.WriteUnavailable, err = time.ParseDuration(j.WriteUnavailable)
+		}
+		if err == nil {
+			err = ValidateHistoryEntry(e)
+		}
+		if err != nil {
+			return nil, corrupt(where, fmt.Sprintf("invalid history entry %d", i), err)
+		}
+		h = append(h, e)
+	}
+	return h, nil
+}
+
+// Corrupt returns an error wrapping dcs.ErrCorrupt that names where the
+// record is stored and what is wrong with it.
+func Corrupt(where, what string, cause error) error { return corrupt(where, what, cause) }
+
+func corrupt(where, what string, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("%w: %s: %s", dcs.ErrCorrupt, where, what)
+	}
+	return fmt.Errorf("%w: %s: %s: %v", dcs.ErrCorrupt, where, what, cause)
+}

@@ -1,0 +1,99 @@
+package dcs
+
+import (
+	"context"
+	"time"
+)
+
+// The Store interface is composed of small interfaces so that consumers can
+// declare only what they use; the agent declares its own consumer-side
+// interfaces and this one exists for the contract suite and compile-time
+// checks in the backends.
+//
+// A Store belongs to one member of one cluster (both fixed at construction).
+// Every method is safe for concurrent use, honours ctx (the agent passes a
+// deadline of retry_timeout), and returns errors wrapping the sentinels of
+// this package.
+
+// Snapshotter reads the cluster state.
+type Snapshotter interface {
+	// Cluster returns a snapshot, from a watch-fed cache where the backend
+	// has one. Before the first successful sync it waits for it until ctx
+	// is done, then returns ErrUnreachable (or ErrForbidden when the DCS
+	// refused the read). Unreadable records do not fail the call; they are
+	// listed in Cluster.Problems. A store's snapshot reflects its own
+	// successful writes (the write waits, briefly, for its watch to deliver
+	// them), so a loop sees what it just did.
+	Cluster(ctx context.Context) (*Cluster, error)
+	// Changes returns a channel with a buffer of one that receives a value
+	// (non-blocking, coalescing) after the snapshot changed, so a loop can
+	// select on it instead of polling. The channel is never closed.
+	Changes() <-chan struct{}
+}
+
+// Locker manages the leader lock.
+type Locker interface {
+	// AcquireLeader takes the lock for this member, declaring ttl as its
+	// validity. It succeeds iff nobody holds the lock, or this member holds
+	// it, or the lock has expired under the backend's rule (see the package
+	// doc). Otherwise it returns ErrHeld naming the holder, or ErrConflict
+	// when a concurrent writer won the compare-and-set. ttl must pass
+	// ValidateTTL.
+	AcquireLeader(ctx context.Context, ttl time.Duration) error
+	// RenewLeader extends the lock held by this member, declaring ttl. It
+	// returns ErrNotLeader when another member holds the lock, or nobody
+	// does. The caller computes its deadline from the start of its last
+	// successful call: start + ttl - safety_margin. A failed or timed-out
+	// call extends nothing.
+	RenewLeader(ctx context.Context, ttl time.Duration) error
+	// ReleaseLeader gives the lock up so that others may take it at once.
+	// ErrNotLeader when this member does not hold it.
+	ReleaseLeader(ctx context.Context) error
+	// HandoverLeader makes member `to` the holder in one compare-and-set.
+	// Afterwards to's RenewLeader succeeds and this member's fails with
+	// ErrNotLeader; nobody else can take the lock before it expires. The
+	// store does not check that `to` is a live member: the caller does.
+	HandoverLeader(ctx context.Context, to string) error
+}
+
+// MemberWriter publishes this member's record.
+type MemberWriter interface {
+	// UpdateMember writes this member's record (m.Name must be the store's
+	// member or empty). To bound the write rate it skips the write when only
+	// volatile fields (GTIDs, Lag, UpdatedAt) changed and the last write is
+	// younger than the store's member refresh interval; any other change is
+	// written at once.
+	UpdateMember(ctx context.Context, m Member) error
+}
+
+// StateWriter changes the cluster-wide records.
+type StateWriter interface {
+	// SetConfig stores cfg if the stored config's version is still version
+	// ("" when none is stored), else ErrConflict. cfg must Validate.
+	SetConfig(ctx context.Context, cfg Config, version string) error
+	// RequestSwitchover stores a switchover request if none is pending, else
+	// ErrExists.
+	RequestSwitchover(ctx context.Context, sw Switchover) error
+	// ClearSwitchover deletes the pending request if its version is still
+	// version: ErrNotFound when none is pending, ErrConflict when it changed.
+	ClearSwitchover(ctx context.Context, version string) error
+	// SetInitialized records the cluster's identity once: ErrExists when it
+	// is already recorded.
+	SetInitialized(ctx context.Context, init Initialized) error
+	// AppendHistory appends e, keeping the newest MaxHistory entries. It
+	// retries lost compare-and-sets internally until ctx is done.
+	AppendHistory(ctx context.Context, e HistoryEntry) error
+}
+
+// Store is the whole contract of one member's view of one cluster.
+type Store interface {
+	Snapshotter
+	Locker
+	MemberWriter
+	StateWriter
+	// Member returns the member name the store was built for.
+	Member() string
+	// Close stops watches and background work. It does not release the
+	// lock: a stopping leader calls ReleaseLeader first.
+	Close() error
+}

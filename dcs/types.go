@@ -1,0 +1,281 @@
+package dcs
+
+import (
+	"fmt"
+	"time"
+)
+
+// UnknownHolder is the Leader.Holder of a lock record that exists but cannot
+// be read. It is not a valid member name, so no member ever mistakes an
+// unreadable lock for its own.
+const UnknownHolder = "(unknown)"
+
+// Cluster is one snapshot of the DCS as seen by one member. All times are on
+// this member's clock except where a field says otherwise.
+type Cluster struct {
+	// Name is the cluster name the store was built for.
+	Name string
+	// Leader is the lock record, nil when nobody holds the lock.
+	Leader *Leader
+	// Members are the member records, sorted by name. Unreadable records are
+	// left out and listed in Problems.
+	Members []Member
+	// Config is the stored cluster config; DefaultConfig() when none is
+	// stored; the last valid one (or the default) when the stored one is
+	// unreadable or invalid, which is then listed in Problems.
+	Config Config
+	// ConfigVersion is the version to pass to SetConfig; "" when no config
+	// is stored.
+	ConfigVersion string
+	// Switchover is the pending switchover request, nil when none.
+	Switchover *Switchover
+	// Initialized is the cluster's identity record, nil before bootstrap.
+	Initialized *Initialized
+	// History lists failovers and switchovers, oldest first, at most
+	// MaxHistory entries.
+	History []HistoryEntry
+	// ReadAt is when this snapshot was taken; Leader.Expired and
+	// Member.Stale are judged at this instant.
+	ReadAt time.Time
+	// Problems lists every unreadable record (each wraps ErrCorrupt and names
+	// the object). The snapshot is still usable: unreadable records are
+	// replaced by the safe values documented on each field.
+	Problems []error
+}
+
+// Member returns the record of the named member.
+func (c *Cluster) Member(name string) (Member, bool) {
+	for _, m := range c.Members {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// Leader is the leader lock record.
+type Leader struct {
+	// Holder is the member holding the lock; UnknownHolder when the record
+	// cannot be read (Err is then set).
+	Holder string
+	// Version is opaque and changes with every write of the record
+	// (Kubernetes: resourceVersion; etcd: mod revision).
+	Version string
+	// TTL is the validity the holder declared at its last write. For an
+	// unreadable record it is the cluster config's ttl.
+	TTL time.Duration
+	// AcquiredAt and RenewedAt are written by the holder on its own clock.
+	// They are informational: never compare them with this member's clock.
+	// Zero when the backend does not record them (etcd: RenewedAt).
+	AcquiredAt, RenewedAt time.Time
+	// Transitions counts changes of holder (Kubernetes leaseTransitions);
+	// 0 where the backend does not count them (etcd).
+	Transitions int64
+	// ObservedAt is when this member last saw the record change, on its own
+	// clock.
+	ObservedAt time.Time
+	// Expired reports whether, at Cluster.ReadAt, the lock may be taken by
+	// another member under the backend's expiry rule (see the package doc).
+	// An etcd leader key bound to a lease never reports Expired: the key
+	// vanishes when the lease expires.
+	Expired bool
+	// Err is non-nil (wrapping ErrCorrupt) when the record could not be read.
+	// The lock is then treated as held by UnknownHolder until it expires.
+	Err error
+}
+
+// Role is the role a member reports for its own mysqld.
+type Role uint8
+
+const (
+	// RoleUnknown: not determined, unhealthy, errant or fenced.
+	RoleUnknown Role = iota
+	// RolePrimary: writable source (only while holding the lock).
+	RolePrimary
+	// RoleReplica: read-only replica.
+	RoleReplica
+)
+
+var roleNames = [...]string{"unknown", "primary", "replica"}
+
+// Valid reports whether r is one of the defined roles.
+func (r Role) Valid() bool { return int(r) < len(roleNames) }
+
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("Role(%d)", r)
+}
+
+// ParseRole parses the String form of a Role.
+func ParseRole(s string) (Role, error) {
+	for i, n := range roleNames {
+		if n == s {
+			return Role(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown role %q (want one of %v)", ErrInvalid, s, roleNames)
+}
+
+// ReplicationState is the state of a member's replication threads.
+type ReplicationState uint8
+
+const (
+	// ReplicationUnknown: not observed.
+	ReplicationUnknown ReplicationState = iota
+	// ReplicationNone: no replication configured (a primary, or fresh).
+	ReplicationNone
+	// ReplicationRunning: IO and SQL threads running.
+	ReplicationRunning
+	// ReplicationStopped: configured but not running, without an error.
+	ReplicationStopped
+	// ReplicationBroken: stopped by an error (Member.ReplicationError).
+	ReplicationBroken
+)
+
+var replicationNames = [...]string{"unknown", "none", "running", "stopped", "broken"}
+
+// Valid reports whether s is one of the defined states.
+func (s ReplicationState) Valid() bool { return int(s) < len(replicationNames) }
+
+func (s ReplicationState) String() string {
+	if int(s) < len(replicationNames) {
+		return replicationNames[s]
+	}
+	return fmt.Sprintf("ReplicationState(%d)", s)
+}
+
+// ParseReplicationState parses the String form of a ReplicationState.
+func ParseReplicationState(s string) (ReplicationState, error) {
+	for i, n := range replicationNames {
+		if n == s {
+			return ReplicationState(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown replication state %q (want one of %v)", ErrInvalid, s, replicationNames)
+}
+
+// Member is the record a member publishes about itself.
+type Member struct {
+	Name string
+	Role Role
+	// APIURL is the agent's HTTP API base URL, e.g. "http://10.0.0.5:8008".
+	APIURL string
+	// MySQLAddr is host:port of mysqld as replicas should reach it.
+	MySQLAddr string
+	// GTIDExecuted and GTIDRetrieved are GTID sets in the flavor's text form
+	// (MySQL "uuid:1-5,..."; MariaDB "domain-server-seq,...").
+	GTIDExecuted, GTIDRetrieved string
+	Replication                 ReplicationState
+	// ReplicationError is the last replication error, if any.
+	ReplicationError string
+	// Lag is the replication delay; nil when unknown or not a replica.
+	Lag *time.Duration
+	// NoFailover excludes the member from elections.
+	NoFailover bool
+	// FailoverPriority ranks equally up-to-date candidates; higher wins; >= 0.
+	FailoverPriority int
+	// Tags are free-form, informational labels.
+	Tags map[string]string
+	// UpdatedAt is set by UpdateMember from the writer's clock.
+	// Informational: never compare it with this member's clock.
+	UpdatedAt time.Time
+
+	// Set by the store on read; ignored by UpdateMember.
+
+	// Version is opaque and changes with every write of the record.
+	Version string
+	// ObservedAt is when this member last saw the record change (own clock).
+	ObservedAt time.Time
+	// Stale reports that the record has not been refreshed for longer than
+	// its writer promised (Kubernetes, memory: observed age > member TTL;
+	// etcd: never, the key vanishes with its session lease).
+	Stale bool
+}
+
+// HistoryKind is the kind of a history entry.
+type HistoryKind uint8
+
+const (
+	// HistoryFailover: an unplanned change of leader.
+	HistoryFailover HistoryKind = iota + 1
+	// HistorySwitchover: a planned hand-over.
+	HistorySwitchover
+)
+
+var historyNames = map[HistoryKind]string{HistoryFailover: "failover", HistorySwitchover: "switchover"}
+
+// Valid reports whether k is one of the defined kinds.
+func (k HistoryKind) Valid() bool { _, ok := historyNames[k]; return ok }
+
+func (k HistoryKind) String() string {
+	if n, ok := historyNames[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("HistoryKind(%d)", k)
+}
+
+// ParseHistoryKind parses the String form of a HistoryKind.
+func ParseHistoryKind(s string) (HistoryKind, error) {
+	for k, n := range historyNames {
+		if n == s {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown history kind %q (want failover or switchover)", ErrInvalid, s)
+}
+
+// MaxHistory bounds the stored history; AppendHistory drops the oldest.
+const MaxHistory = 100
+
+// HistoryEntry records one change of leader.
+type HistoryEntry struct {
+	Kind     HistoryKind
+	From, To string
+	// At is when the new leader was promoted (its clock).
+	At time.Time
+	// Reason is a short human-readable cause.
+	Reason string
+	// WriteUnavailable is how long writes were refused; 0 when unknown.
+	WriteUnavailable time.Duration
+}
+
+// Switchover is a request for a planned hand-over.
+type Switchover struct {
+	// From is the leader the request applies to; "" for whoever leads.
+	From string
+	// To is the requested new leader; "" for the best candidate.
+	To string
+	// ScheduledAt is the earliest time to act; zero means now.
+	ScheduledAt time.Time
+	// RequestedAt is set from the writer's clock when zero.
+	RequestedAt time.Time
+
+	// Version is set on read; pass it to ClearSwitchover.
+	Version string
+	// Err is non-nil (wrapping ErrCorrupt) when the stored request cannot be
+	// read; the request must then be ignored and cleared.
+	Err error
+}
+
+// Initialized records the identity of the cluster's data, written once by the
+// member that bootstrapped it.
+type Initialized struct {
+	// ClusterID identifies the data's lineage: MySQL's server_uuid of the
+	// bootstrap source, or a MariaDB gtid_domain_id.
+	ClusterID string
+	// FirstGTID is the bootstrap source's GTID set when it was recorded.
+	FirstGTID string
+	// Bootstrapper is the member that bootstrapped the cluster.
+	Bootstrapper string
+	// At is set from the writer's clock when zero.
+	At time.Time
+
+	// Version is set on read.
+	Version string
+	// Err is non-nil (wrapping ErrCorrupt) when the stored record cannot be
+	// read. The cluster then counts as initialized (never bootstrap again)
+	// but its identity is unknown: no member can prove it descends from it.
+	Err error
+}
