@@ -53,6 +53,9 @@ func (a *Agent) act(ctx context.Context, action failover.Action, cl *dcs.Cluster
 		a.handover(ctx, cl, action.Target, action.Reason)
 	case failover.RejectSwitchover:
 		a.rejectSwitchover(ctx, cl, action.Reason)
+	case failover.ClearRequest:
+		a.clearRequest(ctx, cl, action.Reason)
+		a.lead(ctx, cl, obs, false)
 	case failover.Idle, failover.WaitForBetter:
 		// Never writable without the lock (unless paused: hands off).
 		if localErr == nil && obs.Status.Writable() && !cl.Config.Paused && !a.hasDeadline() {
@@ -565,6 +568,19 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 		At: a.clock.Now(), Reason: reason}); err != nil {
 		a.log.Warn("appending history failed", zap.Error(err))
 	}
+}
+
+func (a *Agent) clearRequest(ctx context.Context, cl *dcs.Cluster, reason string) {
+	if cl.Switchover == nil {
+		return
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if err := a.store.ClearSwitchover(cctx, cl.Switchover.Version); err != nil && !errors.Is(err, dcs.ErrNotFound) {
+		a.log.Warn("clearing the fulfilled request failed", zap.Error(err))
+		return
+	}
+	a.log.Info("cleared the pending request", zap.String("reason", reason))
 }
 
 func (a *Agent) rejectSwitchover(ctx context.Context, cl *dcs.Cluster, reason string) {

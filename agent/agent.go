@@ -294,7 +294,7 @@ func (a *Agent) snapshot(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Obse
 	}
 	s.LeaderlessSince = a.leaderlessSince
 	if sw := cl.Switchover; sw != nil && sw.Err == nil {
-		s.Switchover = &failover.SwitchoverRequest{From: sw.From, To: sw.To, ScheduledAt: sw.ScheduledAt}
+		s.Switchover = &failover.SwitchoverRequest{From: sw.From, To: sw.To, ScheduledAt: sw.ScheduledAt, Force: sw.Force}
 	}
 
 	self := a.selfMember(obs, localErr)

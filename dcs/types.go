@@ -251,6 +251,9 @@ type Switchover struct {
 	ScheduledAt time.Time
 	// RequestedAt is set from the writer's clock when zero.
 	RequestedAt time.Time
+	// Force (manual failover only) lets To take over although it lags or
+	// has errant transactions: an operator's explicit decision.
+	Force bool
 
 	// Version is set on read; pass it to ClearSwitchover.
 	Version string

@@ -35,10 +35,12 @@ const (
 	Switchover
 	// RejectSwitchover: the pending request cannot be carried out; clear it.
 	RejectSwitchover
+	// ClearRequest: the pending request is fulfilled (we lead as asked).
+	ClearRequest
 )
 
 var kindNames = [...]string{"idle", "fence-self", "release-lock", "bootstrap", "acquire", "wait-for-better",
-	"lead", "follow", "switchover", "reject-switchover"}
+	"lead", "follow", "switchover", "reject-switchover", "clear-request"}
 
 func (k Kind) String() string {
 	if int(k) >= 0 && int(k) < len(kindNames) {
@@ -66,6 +68,9 @@ type SwitchoverRequest struct {
 	// To is the requested new leader; "" for the best candidate.
 	To          string
 	ScheduledAt time.Time
+	// Force lets a manual failover target take over although it lags or
+	// has errant transactions.
+	Force bool
 }
 
 // Snapshot is everything one decision depends on.
@@ -156,6 +161,9 @@ func decideAsLeader(s Snapshot) Action {
 		return Action{Kind: Lead, Reason: "holding the lock"}
 	}
 	if sw.To == s.Self {
+		if sw.From == "" {
+			return Action{Kind: ClearRequest, Reason: "manual failover to us is complete"}
+		}
 		return Action{Kind: RejectSwitchover, Reason: fmt.Sprintf("switchover target %s is already the leader", sw.To)}
 	}
 	if sw.To != "" {
@@ -196,6 +204,24 @@ func decideLeaderless(s Snapshot) Action {
 	if !ok {
 		return Action{Kind: Idle, Reason: "leaderless, and our own member record is not published yet"}
 	}
+	graceOver := !s.LeaderlessSince.IsZero() && s.Now.Sub(s.LeaderlessSince) >= s.Grace
+	if sw := s.Switchover; sw != nil && sw.From == "" && sw.To != "" {
+		// A manual failover: only the named member races, unless it has not
+		// taken over within the grace period (it may be dead).
+		if sw.To == s.Self {
+			maxLag := s.MaxLag
+			if sw.Force {
+				maxLag, self.Errant = 0, false
+			}
+			if why := Ineligibility(self, maxLag); why != "" {
+				return Action{Kind: Idle, Reason: "manual failover to us refused: " + why}
+			}
+			return Action{Kind: Acquire, Reason: "manual failover requested"}
+		}
+		if !graceOver {
+			return Action{Kind: WaitForBetter, Target: sw.To, Reason: "manual failover to " + sw.To + " requested"}
+		}
+	}
 	if why := Ineligibility(self, s.MaxLag); why != "" {
 		return Action{Kind: Idle, Reason: "leaderless, but we may not take over: " + why}
 	}
@@ -214,7 +240,7 @@ func decideLeaderless(s Snapshot) Action {
 	if ranked[0].Name == s.Self {
 		return Action{Kind: Acquire, Reason: "leaderless, and we are the best candidate"}
 	}
-	if !s.LeaderlessSince.IsZero() && s.Now.Sub(s.LeaderlessSince) >= s.Grace {
+	if graceOver {
 		return Action{Kind: Acquire, Reason: fmt.Sprintf("leaderless for %s and the best candidate %s has not taken over", s.Now.Sub(s.LeaderlessSince), ranked[0].Name)}
 	}
 	return Action{Kind: WaitForBetter, Target: ranked[0].Name, Reason: fmt.Sprintf("leaderless; %s is the better candidate", ranked[0].Name)}

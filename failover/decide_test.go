@@ -44,6 +44,7 @@ func (b *snap) switchover(from, to string, at time.Duration) *snap {
 	b.s.Switchover = &SwitchoverRequest{From: from, To: to, ScheduledAt: t0.Add(at)}
 	return b
 }
+func (b *snap) force() *snap { b.s.Switchover.Force = true; return b }
 func (b *snap) with(name string, f func(*Member)) *snap {
 	for i := range b.s.Members {
 		if b.s.Members[i].Name == name {
@@ -132,11 +133,19 @@ func TestDecide(t *testing.T) {
 		{"scheduled switchover waits", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db3", time.Minute), Lead, "", false, ""},
 		{"switchover for another leader is ignored", cluster().me("db1").deadlineIn(3*time.Second).switchover("db3", "db2", 0), Lead, "", false, ""},
 		{"switchover to an unknown member is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db9", 0), RejectSwitchover, "", false, "not a member"},
-		{"switchover to the leader itself is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db1", 0), RejectSwitchover, "", false, "already the leader"},
+		{"switchover to the leader itself is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("db1", "db1", 0), RejectSwitchover, "", false, "already the leader"},
 		{"switchover to a lagging member is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db2", 0).
 			with("db2", func(m *Member) { m.Lag = lag(time.Hour) }), RejectSwitchover, "", false, "not eligible"},
 		{"switchover with no eligible replica is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "", 0).
 			with("db2", func(m *Member) { m.Errant = true }).with("db3", func(m *Member) { m.Healthy = false }), RejectSwitchover, "", false, "no replica"},
+		// Manual failover (agentctl failover --to).
+		{"manual failover target races", cluster().expired().switchover("", "db2", 0).gtid("db3", "0-1-101"), Acquire, "", false, "manual failover"},
+		{"others wait for the manual failover target", cluster().expired().me("db3").gtid("db3", "0-1-101").switchover("", "db2", 0), WaitForBetter, "db2", false, "manual failover"},
+		{"others race once the target failed to act", cluster().expired().me("db3").gtid("db3", "0-1-101").switchover("", "db2", 0).leaderlessFor(5 * time.Second), Acquire, "", false, ""},
+		{"lagging manual target refused", cluster().expired().switchover("", "db2", 0).with("db2", func(m *Member) { m.Lag = lag(time.Hour) }), Idle, "", false, "refused"},
+		{"forced manual target with lag and errant transactions", cluster().expired().with("db2", func(m *Member) { m.Lag = lag(time.Hour); m.Errant = true }).
+			switchover("", "db2", 0).force(), Acquire, "", false, "manual failover"},
+		{"fulfilled manual failover is cleared", cluster().me("db2").leader("db2").deadlineIn(3*time.Second).switchover("", "db2", 0), ClearRequest, "", false, "complete"},
 		{"replica ignores a pending switchover", cluster().switchover("", "db2", 0), Follow, "db1", false, ""},
 
 		// Following.

@@ -20,12 +20,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mysqlha/mysqlha/agent"
+	"github.com/mysqlha/mysqlha/agent/podrole"
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/dcs/connect"
 	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
 	"github.com/mysqlha/mysqlha/mysqlctl"
 )
@@ -52,6 +53,7 @@ type options struct {
 	localAddr, user, pwFile   string
 	replPwFile                string
 	logLevel, semiSync        string
+	labelPods                 bool
 	dialTimeout               time.Duration
 }
 
@@ -86,6 +88,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&b.MaximumLagOnFailover, "maximum-lag-on-failover", b.MaximumLagOnFailover, "bootstrap: replicas lagging more never take over")
 	fs.StringVar(&o.semiSync, "semi-sync", "off", "bootstrap: semi-sync mode off, on or strict")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.labelPods, "label-pods", true, "with --dcs=kubernetes: label pods by role and record Events")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: mysqlha-agent [flags]
 
@@ -161,7 +164,7 @@ func run(args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := agent.NewMetrics(reg, o.cfg.Cluster, o.cfg.Name)
 
-	store, labeler, closeDCS, err := openDCS(ctx, o, log)
+	store, labeler, closeDCS, err := openDCS(o, log)
 	if err != nil {
 		return err
 	}
@@ -194,28 +197,46 @@ func run(args []string) error {
 }
 
 // openDCS builds the configured DCS store and, on Kubernetes, the pod labeler.
-func openDCS(ctx context.Context, o *options, log *zap.Logger) (agent.Store, agent.Labeler, func(), error) {
-	switch o.dcsKind {
-	case "etcd":
-		if o.etcdEndpoints == "" {
-			return nil, nil, nil, errors.New("--dcs=etcd needs --etcd-endpoints (env MYSQLHA_ETCD_ENDPOINTS)")
-		}
-		cli, err := clientv3.New(clientv3.Config{
-			Endpoints: strings.Split(o.etcdEndpoints, ","), DialTimeout: o.cfg.Bootstrap.RetryTimeout,
-			Logger: log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel)),
-		})
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("connecting to etcd %s: %w", o.etcdEndpoints, err)
-		}
-		store, err := dcsetcd.New(dcsetcd.Options{Client: cli, Prefix: o.etcdPrefix, Cluster: o.cfg.Cluster,
-			Member: o.cfg.Name, Logger: log.Named("dcs")})
-		if err != nil {
-			cli.Close()
-			return nil, nil, nil, err
-		}
-		return store, nil, func() { store.Close(); cli.Close() }, nil
-	case "kubernetes":
-		return openKubernetes(ctx, o, log)
+func openDCS(o *options, log *zap.Logger) (agent.Store, agent.Labeler, func(), error) {
+	conn, err := connect.Open(connect.Settings{
+		Kind: o.dcsKind, Kubeconfig: o.kubeconfig, Namespace: o.namespace, EtcdEndpoints: o.etcdEndpoints,
+		EtcdPrefix: o.etcdPrefix, Cluster: o.cfg.Cluster, Member: o.cfg.Name, Timeout: o.cfg.Bootstrap.RetryTimeout,
+	}, log)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return nil, nil, nil, fmt.Errorf("--dcs %q: want kubernetes or etcd", o.dcsKind)
+	if conn.Kube == nil || !o.labelPods {
+		return conn.Store, nil, conn.Close, nil
+	}
+	l, err := podrole.NewLabeler(conn.Kube.CoreV1(), o.namespace, podrole.LabelKeys{}, o.cfg.Name, log.Named("podrole"))
+	if err != nil {
+		conn.Close()
+		return nil, nil, nil, err
+	}
+	return conn.Store, podLabels{l: l, cluster: o.cfg.Cluster}, func() { l.Close(); conn.Close() }, nil
+}
+
+// podLabels adapts podrole.Labeler to the agent's Labeler.
+type podLabels struct {
+	l       *podrole.Labeler
+	cluster string
+}
+
+func (p podLabels) SetRole(ctx context.Context, pod string, r agent.Role) error {
+	role := podrole.RoleNone
+	switch r {
+	case agent.RolePrimary:
+		role = podrole.RolePrimary
+	case agent.RoleReplica:
+		role = podrole.RoleReplica
+	}
+	return p.l.SetRole(ctx, pod, p.cluster, role)
+}
+
+func (p podLabels) RemovePrimary(ctx context.Context, pod string) error {
+	return p.l.RemovePrimary(ctx, pod)
+}
+
+func (p podLabels) Event(ctx context.Context, pod, eventType, reason, message string) {
+	p.l.Event(ctx, pod, eventType, reason, message)
 }

@@ -249,6 +249,7 @@ type switchoverJSON struct {
 	To          string    `json:"to,omitempty"`
 	ScheduledAt time.Time `json:"scheduled_at,omitzero"`
 	RequestedAt time.Time `json:"requested_at"`
+	Force       bool      `json:"force,omitempty"`
 }
 
 // ValidateSwitchover checks a request; errors wrap dcs.ErrInvalid.
@@ -273,7 +274,7 @@ func EncodeSwitchover(sw dcs.Switchover) ([]byte, error) {
 	if err := ValidateSwitchover(sw); err != nil {
 		return nil, err
 	}
-	return json.Marshal(switchoverJSON{From: sw.From, To: sw.To, ScheduledAt: sw.ScheduledAt.UTC(), RequestedAt: sw.RequestedAt.UTC()})
+	return json.Marshal(switchoverJSON{From: sw.From, To: sw.To, ScheduledAt: sw.ScheduledAt.UTC(), RequestedAt: sw.RequestedAt.UTC(), Force: sw.Force})
 }
 
 // DecodeSwitchover decodes a stored switchover request.
@@ -282,7 +283,7 @@ func DecodeSwitchover(where string, b []byte) (dcs.Switchover, error) {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return dcs.Switchover{}, corrupt(where, "switchover request is not valid JSON", err)
 	}
-	sw := dcs.Switchover{From: j.From, To: j.To, ScheduledAt: j.ScheduledAt, RequestedAt: j.RequestedAt}
+	sw := dcs.Switchover{From: j.From, To: j.To, ScheduledAt: j.ScheduledAt, RequestedAt: j.RequestedAt, Force: j.Force}
 	if err := ValidateSwitchover(sw); err != nil {
 		return dcs.Switchover{}, corrupt(where, "invalid switchover request", err)
 	}

@@ -1,0 +1,337 @@
+package ctl
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
+)
+
+// Store is the part of the DCS contract agentctl uses.
+type Store interface {
+	Cluster(ctx context.Context) (*dcs.Cluster, error)
+	Changes() <-chan struct{}
+	SetConfig(ctx context.Context, cfg dcs.Config, version string) error
+	RequestSwitchover(ctx context.Context, sw dcs.Switchover) error
+	ClearSwitchover(ctx context.Context, version string) error
+}
+
+// CLI runs agentctl's commands against one cluster.
+type CLI struct {
+	Store Store
+	Out   io.Writer
+	In    io.Reader
+	// Poll is how often --wait and --watch re-read the DCS between change
+	// notifications.
+	Poll time.Duration
+}
+
+func (c *CLI) cluster(ctx context.Context) (*dcs.Cluster, error) {
+	cl, err := c.Store.Cluster(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster from the DCS: %w", err)
+	}
+	return cl, nil
+}
+
+// Format is an output format.
+type Format string
+
+const (
+	Table Format = "table"
+	JSON  Format = "json"
+	YAML  Format = "yaml"
+)
+
+// ParseFormat validates -o.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case Table, JSON, YAML:
+		return f, nil
+	}
+	return "", fail(ExitUsage, "-o %q: want table, json or yaml", s)
+}
+
+func (c *CLI) write(f Format, v any, table func(io.Writer)) error {
+	switch f {
+	case JSON:
+		enc := json.NewEncoder(c.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case YAML:
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = c.Out.Write(b)
+		return err
+	}
+	table(c.Out)
+	return nil
+}
+
+// Status prints the cluster; with watch it reprints on every change until
+// ctx ends.
+func (c *CLI) Status(ctx context.Context, f Format, watch bool) error {
+	for {
+		cl, err := c.cluster(ctx)
+		if err != nil {
+			return err
+		}
+		v := BuildStatus(cl)
+		if watch && f == Table {
+			fmt.Fprint(c.Out, "\033[H\033[2J")
+			fmt.Fprintln(c.Out, time.Now().Format(time.RFC3339))
+		}
+		if err := c.write(f, v, v.WriteTable); err != nil {
+			return err
+		}
+		if !watch {
+			return nil
+		}
+		if !c.waitChange(ctx) {
+			return nil
+		}
+	}
+}
+
+// waitChange blocks until the DCS changes or Poll passes; false when ctx ended.
+func (c *CLI) waitChange(ctx context.Context) bool {
+	t := time.NewTimer(c.Poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.Store.Changes():
+	case <-t.C:
+	}
+	return true
+}
+
+// SwitchoverOptions are the flags of `agentctl switchover`.
+type SwitchoverOptions struct {
+	To      string
+	Force   bool
+	Wait    bool
+	Timeout time.Duration
+}
+
+func candidate(cl *dcs.Cluster, name string) (failover.Member, error) {
+	m, ok := cl.Member(name)
+	if !ok {
+		var names []string
+		for _, x := range cl.Members {
+			names = append(names, x.Name)
+		}
+		return failover.Member{}, fail(ExitUnknownMember, "unknown member %q; members are: %s", name, strings.Join(names, ", "))
+	}
+	return failover.Member{
+		Name: m.Name, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
+		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
+		Errant: m.Tags["errant"] != "", Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
+	}, nil
+}
+
+func (c *CLI) confirm(question string) error {
+	fmt.Fprintf(c.Out, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(c.In).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+		return fail(ExitAborted, "aborted; nothing was changed")
+	}
+	return nil
+}
+
+// Switchover asks the leader for a planned, lossless hand-over.
+func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
+	cl, err := c.cluster(ctx)
+	if err != nil {
+		return err
+	}
+	if cl.Leader == nil || cl.Leader.Expired || cl.Leader.Err != nil {
+		return fail(ExitNoLeader, "the cluster has no healthy leader to switch over from; use `agentctl failover --to MEMBER`")
+	}
+	leader := cl.Leader.Holder
+	if cl.Config.Paused {
+		return fail(ExitRejected, "the cluster is paused; run `agentctl resume` first")
+	}
+	if cl.Switchover != nil {
+		return fail(ExitPending, "a switchover is already pending (to %q); wait for it, or it expires when the leader rejects it", cl.Switchover.To)
+	}
+	if o.To == leader {
+		return fail(ExitRejected, "%s is already the leader", o.To)
+	}
+	if o.To != "" {
+		m, err := candidate(cl, o.To)
+		if err != nil {
+			return err
+		}
+		if why := failover.Ineligibility(m, cl.Config.MaximumLagOnFailover); why != "" {
+			return fail(ExitUnhealthy, "%s cannot take over: %s", o.To, why)
+		}
+	}
+	target := o.To
+	if target == "" {
+		target = "the best replica"
+	}
+	if !o.Force {
+		fmt.Fprintf(c.Out, "Plan: %s stops writes, waits until %s has every transaction, then hands it the lock.\n", leader, target)
+		if err := c.confirm(fmt.Sprintf("Switch over from %s to %s?", leader, target)); err != nil {
+			return err
+		}
+	}
+	if err := c.Store.RequestSwitchover(ctx, dcs.Switchover{From: leader, To: o.To}); err != nil {
+		if errors.Is(err, dcs.ErrExists) {
+			return fail(ExitPending, "a switchover is already pending")
+		}
+		return fmt.Errorf("writing the switchover request: %w", err)
+	}
+	fmt.Fprintf(c.Out, "Switchover requested: %s -> %s\n", leader, target)
+	if !o.Wait {
+		return nil
+	}
+	return c.waitNewPrimary(ctx, leader, o.To, o.Timeout)
+}
+
+// waitNewPrimary waits until a member other than old (or exactly want) holds
+// the lock and reports itself primary.
+func (c *CLI) waitNewPrimary(ctx context.Context, old, want string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	sawRequest := true
+	for {
+		cl, err := c.Store.Cluster(ctx)
+		if err == nil {
+			if l := cl.Leader; l != nil && !l.Expired && l.Holder != old && (want == "" || l.Holder == want) {
+				if m, ok := cl.Member(l.Holder); ok && m.Role == dcs.RolePrimary {
+					fmt.Fprintf(c.Out, "%s is the primary and accepts writes (after %s)\n", l.Holder, time.Since(start).Round(time.Millisecond))
+					return nil
+				}
+			}
+			if sawRequest && cl.Switchover == nil && cl.Leader != nil && cl.Leader.Holder == old {
+				return fail(ExitRejected, "the leader %s rejected or abandoned the switchover; see its log and Events", old)
+			}
+		}
+		if !c.waitChange(ctx) {
+			return fail(ExitTimeout, "timed out after %s waiting for the new primary", timeout)
+		}
+	}
+}
+
+// FailoverOptions are the flags of `agentctl failover`.
+type FailoverOptions struct {
+	To          string
+	AllowLag    bool
+	AllowErrant bool
+	Force       bool
+	Wait        bool
+	Timeout     time.Duration
+}
+
+// Failover asks a named member to take over a cluster without a healthy
+// leader.
+func (c *CLI) Failover(ctx context.Context, o FailoverOptions) error {
+	if o.To == "" {
+		return fail(ExitUsage, "failover needs --to MEMBER")
+	}
+	cl, err := c.cluster(ctx)
+	if err != nil {
+		return err
+	}
+	if cl.Leader != nil && !cl.Leader.Expired && cl.Leader.Err == nil {
+		return fail(ExitRejected, "%s holds the lock and is healthy; use `agentctl switchover --to %s` for a lossless hand-over", cl.Leader.Holder, o.To)
+	}
+	if cl.Switchover != nil {
+		return fail(ExitPending, "a switchover or failover is already pending (to %q)", cl.Switchover.To)
+	}
+	m, err := candidate(cl, o.To)
+	if err != nil {
+		return err
+	}
+	maxLag := cl.Config.MaximumLagOnFailover
+	if o.AllowLag {
+		maxLag = 0
+	}
+	if o.AllowErrant {
+		m.Errant = false
+	}
+	if why := failover.Ineligibility(m, maxLag); why != "" {
+		return fail(ExitUnhealthy, "%s cannot take over: %s (--allow-lag and --allow-errant override those two checks)", o.To, why)
+	}
+	if !o.Force {
+		if err := c.confirm(fmt.Sprintf("Promote %s without a healthy leader? Transactions it lacks are lost.", o.To)); err != nil {
+			return err
+		}
+	}
+	sw := dcs.Switchover{To: o.To, Force: o.AllowLag || o.AllowErrant}
+	if err := c.Store.RequestSwitchover(ctx, sw); err != nil {
+		if errors.Is(err, dcs.ErrExists) {
+			return fail(ExitPending, "a switchover or failover is already pending")
+		}
+		return fmt.Errorf("writing the failover request: %w", err)
+	}
+	fmt.Fprintf(c.Out, "Failover to %s requested\n", o.To)
+	if !o.Wait {
+		return nil
+	}
+	return c.waitNewPrimary(ctx, "", o.To, o.Timeout)
+}
+
+// SetPaused switches maintenance mode; with wait it returns once a leader
+// holds the lock again (after resume) or at once (after pause).
+func (c *CLI) SetPaused(ctx context.Context, paused, wait bool, timeout time.Duration) error {
+	for {
+		cl, err := c.cluster(ctx)
+		if err != nil {
+			return err
+		}
+		cfg := cl.Config
+		if cfg.Paused == paused {
+			break
+		}
+		cfg.Paused = paused
+		err = c.Store.SetConfig(ctx, cfg, cl.ConfigVersion)
+		if errors.Is(err, dcs.ErrConflict) {
+			continue // someone else changed the config; re-read and retry
+		}
+		if err != nil {
+			return fmt.Errorf("writing the cluster config: %w", err)
+		}
+		break
+	}
+	if paused {
+		fmt.Fprintln(c.Out, "Paused: no automatic failover or demotion until `agentctl resume`.")
+		return nil
+	}
+	fmt.Fprintln(c.Out, "Resumed: automatic failover is on.")
+	if !wait {
+		return nil
+	}
+	return c.waitNewPrimary(ctx, "", "", timeout)
+}
+
+// History prints the failovers and switchovers, oldest first.
+func (c *CLI) History(ctx context.Context, f Format) error {
+	cl, err := c.cluster(ctx)
+	if err != nil {
+		return err
+	}
+	return c.write(f, cl.History, func(w io.Writer) {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "AT\tKIND\tFROM\tTO\tREASON")
+		for _, e := range cl.History {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339), e.Kind, e.From, e.To, e.Reason)
+		}
+		tw.Flush()
+	})
+}

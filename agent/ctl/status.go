@@ -1,0 +1,168 @@
+package ctl
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
+)
+
+// StatusView is what `agentctl status` shows, also as JSON or YAML.
+type StatusView struct {
+	Cluster string `json:"cluster"`
+	Leader  string `json:"leader"`
+	// LockExpiresIn is the time until others may take the lock as judged on
+	// this machine's clock; empty where the backend binds the lock to a
+	// server-side lease (etcd).
+	LockExpiresIn string          `json:"lock_expires_in,omitempty"`
+	LockTTL       string          `json:"lock_ttl,omitempty"`
+	Paused        bool            `json:"paused"`
+	Switchover    *dcs.Switchover `json:"pending_switchover,omitempty"`
+	Members       []MemberRow     `json:"members"`
+	Problems      []string        `json:"problems,omitempty"`
+}
+
+// MemberRow is one member in the status table.
+type MemberRow struct {
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+	State string `json:"state"`
+	// LagSeconds is the replica's reported delay; nil when unknown.
+	LagSeconds *float64 `json:"lag_seconds,omitempty"`
+	// LagTransactions counts the leader's transactions this member lacks,
+	// from the last published records; nil when it cannot be computed.
+	LagTransactions *uint64 `json:"lag_transactions,omitempty"`
+	GTID            string  `json:"gtid"`
+	Tags            string  `json:"tags,omitempty"`
+}
+
+// BuildStatus turns a snapshot into the status view.
+func BuildStatus(cl *dcs.Cluster) StatusView {
+	v := StatusView{Cluster: cl.Name, Paused: cl.Config.Paused}
+	if sw := cl.Switchover; sw != nil && sw.Err == nil {
+		v.Switchover = sw
+	}
+	var leader *dcs.Member
+	if l := cl.Leader; l != nil {
+		v.Leader = l.Holder
+		if l.Expired {
+			v.Leader += " (expired)"
+		}
+		v.LockTTL = l.TTL.String()
+		if !l.RenewedAt.IsZero() && !l.ObservedAt.IsZero() {
+			v.LockExpiresIn = max(l.ObservedAt.Add(l.TTL).Sub(cl.ReadAt), 0).Round(100 * time.Millisecond).String()
+		}
+		if m, ok := cl.Member(l.Holder); ok {
+			leader = &m
+		}
+	}
+	for _, m := range cl.Members {
+		row := MemberRow{Name: m.Name, Role: m.Role.String(), State: memberState(m), GTID: m.GTIDExecuted}
+		if m.Lag != nil {
+			s := m.Lag.Seconds()
+			row.LagSeconds = &s
+		}
+		if leader != nil {
+			if n, ok := lacks(m.GTIDExecuted, leader.GTIDExecuted); ok {
+				row.LagTransactions = &n
+			}
+		}
+		var tags []string
+		if m.NoFailover {
+			tags = append(tags, "nofailover")
+		}
+		if m.FailoverPriority != 0 {
+			tags = append(tags, fmt.Sprintf("priority=%d", m.FailoverPriority))
+		}
+		row.Tags = strings.Join(tags, ",")
+		v.Members = append(v.Members, row)
+	}
+	for _, p := range cl.Problems {
+		v.Problems = append(v.Problems, p.Error())
+	}
+	return v
+}
+
+func memberState(m dcs.Member) string {
+	switch {
+	case m.Stale:
+		return "stale"
+	case m.Tags["errant"] != "":
+		return "errant"
+	case m.Replication == dcs.ReplicationBroken:
+		return "broken: " + m.ReplicationError
+	case m.Replication == dcs.ReplicationRunning:
+		return "streaming"
+	case m.Replication == dcs.ReplicationNone && m.Role == dcs.RolePrimary:
+		return "running"
+	}
+	return m.Replication.String()
+}
+
+// lacks counts the transactions of leader that member lacks. The flavor is
+// told by the text: MySQL sets contain "uuid:", MariaDB positions do not.
+func lacks(member, leader string) (uint64, bool) {
+	if strings.Contains(member+leader, ":") {
+		m, err1 := gtid.ParseSet(member)
+		l, err2 := gtid.ParseSet(leader)
+		if err1 != nil || err2 != nil {
+			return 0, false
+		}
+		return l.Subtract(m).Count(), true
+	}
+	m, err1 := gtid.ParseMariaDBPos(member)
+	l, err2 := gtid.ParseMariaDBPos(leader)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return m.Behind(l), true
+}
+
+// WriteTable prints the view like `patronictl list`.
+func (v StatusView) WriteTable(w io.Writer) {
+	leader := v.Leader
+	if leader == "" {
+		leader = "none"
+	}
+	lock := ""
+	switch {
+	case v.LockExpiresIn != "":
+		lock = fmt.Sprintf(" (lock expires in %s unless renewed)", v.LockExpiresIn)
+	case v.LockTTL != "":
+		lock = fmt.Sprintf(" (lock ttl %s, server-side lease)", v.LockTTL)
+	}
+	fmt.Fprintf(w, "Cluster: %s   Leader: %s%s\n", v.Cluster, leader, lock)
+	paused := "no"
+	if v.Paused {
+		paused = "YES (maintenance mode: no automatic failover)"
+	}
+	pending := "none"
+	if sw := v.Switchover; sw != nil {
+		to := sw.To
+		if to == "" {
+			to = "best replica"
+		}
+		pending = fmt.Sprintf("to %s, requested %s", to, sw.RequestedAt.Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, "Paused: %s   Pending switchover: %s\n", paused, pending)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tROLE\tSTATE\tLAG(s)\tLAG(tx)\tGTID\tTAGS")
+	for _, m := range v.Members {
+		lagS, lagT := "-", "-"
+		if m.LagSeconds != nil {
+			lagS = fmt.Sprintf("%.0f", *m.LagSeconds)
+		}
+		if m.LagTransactions != nil {
+			lagT = fmt.Sprint(*m.LagTransactions)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Role, m.State, lagS, lagT, m.GTID, m.Tags)
+	}
+	tw.Flush()
+	for _, p := range v.Problems {
+		fmt.Fprintf(w, "warning: %s\n", p)
+	}
+}

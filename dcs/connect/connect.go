@@ -1,0 +1,109 @@
+// Package connect opens the configured DCS backend from command-line
+// settings, so the agent and agentctl connect the same way: a Kubernetes
+// Lease store (kubeconfig file, or in-cluster) or an etcd store.
+package connect
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
+	dcskube "github.com/mysqlha/mysqlha/dcs/kubernetes"
+)
+
+// Settings select and address the backend.
+type Settings struct {
+	// Kind is "kubernetes" or "etcd".
+	Kind string
+	// Kubeconfig is a kubeconfig file; in-cluster config when empty.
+	Kubeconfig string
+	Namespace  string
+	// EtcdEndpoints are comma-separated client URLs.
+	EtcdEndpoints string
+	EtcdPrefix    string
+	Cluster       string
+	Member        string
+	// Timeout bounds connecting (etcd dial).
+	Timeout time.Duration
+}
+
+// Conn is an open DCS store and, on Kubernetes, the clientset it came from.
+type Conn struct {
+	Store dcs.Store
+	// Kube is nil for etcd.
+	Kube  kubernetes.Interface
+	close func()
+}
+
+// Close stops the store and its client.
+func (c *Conn) Close() {
+	c.Store.Close()
+	if c.close != nil {
+		c.close()
+	}
+}
+
+// Open connects to the backend Settings name.
+func Open(s Settings, log *zap.Logger) (*Conn, error) {
+	switch s.Kind {
+	case "etcd":
+		if s.EtcdEndpoints == "" {
+			return nil, errors.New("--dcs=etcd needs --etcd-endpoints (env MYSQLHA_ETCD_ENDPOINTS)")
+		}
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints: strings.Split(s.EtcdEndpoints, ","), DialTimeout: s.Timeout,
+			Logger: log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel)),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("connecting to etcd %s: %w", s.EtcdEndpoints, err)
+		}
+		store, err := dcsetcd.New(dcsetcd.Options{Client: cli, Prefix: s.EtcdPrefix, Cluster: s.Cluster,
+			Member: s.Member, Logger: log.Named("dcs")})
+		if err != nil {
+			cli.Close()
+			return nil, err
+		}
+		return &Conn{Store: store, close: func() { cli.Close() }}, nil
+	case "kubernetes":
+		cfg, err := restConfig(s.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+		}
+		store, err := dcskube.New(dcskube.Options{Leases: kube.CoordinationV1(), Namespace: s.Namespace,
+			Cluster: s.Cluster, Member: s.Member, Logger: log.Named("dcs")})
+		if err != nil {
+			return nil, err
+		}
+		return &Conn{Store: store, Kube: kube}, nil
+	}
+	return nil, fmt.Errorf("--dcs %q: want kubernetes or etcd", s.Kind)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig and not running in a pod (%w); pass --kubeconfig or use --dcs=etcd", err)
+	}
+	return cfg, nil
+}
