@@ -1,0 +1,262 @@
+package ctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/dcs/memory"
+)
+
+// fixture is a cluster in the in-memory DCS: db1 leads, db2 and db3 replicate.
+type fixture struct {
+	srv    *memory.Server
+	stores map[string]*memory.Store
+	cli    *CLI
+	out    *bytes.Buffer
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	f := &fixture{srv: memory.NewServer("demo"), stores: map[string]*memory.Store{}, out: &bytes.Buffer{}}
+	for _, n := range []string{"db1", "db2", "db3", "agentctl"} {
+		s, err := f.srv.NewStore(memory.Options{Member: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		f.stores[n] = s
+	}
+	if err := f.stores["db1"].AcquireLeader(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	zero := time.Duration(0)
+	for n, role := range map[string]dcs.Role{"db1": dcs.RolePrimary, "db2": dcs.RoleReplica, "db3": dcs.RoleReplica} {
+		m := dcs.Member{Name: n, Role: role, MySQLAddr: n + ":3306", APIURL: "http://" + n + ":8008",
+			GTIDExecuted: "0-1-100", Replication: dcs.ReplicationRunning, Lag: &zero}
+		if n == "db1" {
+			m.Replication, m.Lag = dcs.ReplicationNone, nil
+		}
+		if n == "db3" {
+			m.GTIDExecuted = "0-1-97"
+		}
+		if err := f.stores[n].UpdateMember(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.cli = &CLI{Store: f.stores["agentctl"], Out: f.out, In: strings.NewReader(""), Poll: 10 * time.Millisecond}
+	return f
+}
+
+func exitCode(t *testing.T, err error, want int) {
+	t.Helper()
+	if got := ExitCode(err); got != want {
+		t.Fatalf("exit code %d (%v), want %d", got, err, want)
+	}
+}
+
+func TestStatusTableAndFormats(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.cli.Status(ctx, Table, false); err != nil {
+		t.Fatal(err)
+	}
+	out := f.out.String()
+	for _, want := range []string{"Leader: db1", "Paused: no", "Pending switchover: none", "MEMBER", "db1     primary  running    -       0        0-1-100",
+		"db3     replica  streaming  0       3        0-1-97"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, format := range []Format{JSON, YAML} {
+		f.out.Reset()
+		if err := f.cli.Status(ctx, format, false); err != nil {
+			t.Fatal(err)
+		}
+		var v StatusView
+		b := f.out.Bytes()
+		if format == YAML {
+			var err error
+			if b, err = yaml.YAMLToJSON(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := json.Unmarshal(b, &v); err != nil || v.Leader != "db1" || len(v.Members) != 3 || *v.Members[2].LagTransactions != 3 {
+			t.Fatalf("%s output %s: %+v %v", format, f.out, v, err)
+		}
+	}
+	if _, err := ParseFormat("xml"); ExitCode(err) != ExitUsage {
+		t.Fatalf("bad -o: %v", err)
+	}
+}
+
+func TestSwitchoverErrors(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	exitCode(t, f.cli.Switchover(ctx, SwitchoverOptions{To: "db9", Force: true}), ExitUnknownMember)
+	exitCode(t, f.cli.Switchover(ctx, SwitchoverOptions{To: "db1", Force: true}), ExitRejected)
+
+	lagging := time.Hour
+	cl, _ := f.cli.Store.Cluster(ctx)
+	rec, _ := cl.Member("db2")
+	rec.Lag = &lagging
+	rec.Tags = map[string]string{"zone": "b"} // a non-volatile change, so the store writes at once
+	f.stores["db2"].UpdateMember(ctx, rec)
+	err := f.cli.Switchover(ctx, SwitchoverOptions{To: "db2", Force: true})
+	exitCode(t, err, ExitUnhealthy)
+	if !strings.Contains(err.Error(), "exceeds maximum_lag_on_failover") {
+		t.Fatalf("unhealthy target message: %v", err)
+	}
+
+	// Without --force it asks, and "no" changes nothing.
+	exitCode(t, f.cli.Switchover(ctx, SwitchoverOptions{To: "db3"}), ExitAborted)
+	if cl, _ := f.cli.Store.Cluster(ctx); cl.Switchover != nil {
+		t.Fatal("aborted switchover left a request")
+	}
+	f.cli.In = strings.NewReader("y\n")
+	if err := f.cli.Switchover(ctx, SwitchoverOptions{To: "db3"}); err != nil {
+		t.Fatal(err)
+	}
+	exitCode(t, f.cli.Switchover(ctx, SwitchoverOptions{To: "db3", Force: true}), ExitPending)
+
+	// --wait times out when no agent acts on the request.
+	f.stores["agentctl"].ClearSwitchover(ctx, mustCluster(t, f).Switchover.Version)
+	exitCode(t, f.cli.Switchover(ctx, SwitchoverOptions{To: "db3", Force: true, Wait: true, Timeout: 100 * time.Millisecond}), ExitTimeout)
+}
+
+func mustCluster(t *testing.T, f *fixture) *dcs.Cluster {
+	t.Helper()
+	cl, err := f.cli.Store.Cluster(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func TestSwitchoverWaitsForTheNewPrimary(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		done <- f.cli.Switchover(ctx, SwitchoverOptions{To: "db2", Force: true, Wait: true, Timeout: 5 * time.Second})
+	}()
+	// Play the agents: the leader hands over, the target reports primary.
+	waitFor(t, func() bool { return mustCluster(t, f).Switchover != nil })
+	if err := f.stores["db1"].HandoverLeader(ctx, "db2"); err != nil {
+		t.Fatal(err)
+	}
+	cl := mustCluster(t, f)
+	rec, _ := cl.Member("db2")
+	rec.Role = dcs.RolePrimary
+	f.stores["db2"].UpdateMember(ctx, rec)
+	f.stores["db2"].ClearSwitchover(ctx, cl.Switchover.Version)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(f.out.String(), "db2 is the primary and accepts writes") {
+		t.Fatalf("output: %s", f.out)
+	}
+}
+
+func TestSwitchoverRejectedByLeader(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		done <- f.cli.Switchover(ctx, SwitchoverOptions{To: "db2", Force: true, Wait: true, Timeout: 5 * time.Second})
+	}()
+	waitFor(t, func() bool { return mustCluster(t, f).Switchover != nil })
+	f.stores["db1"].ClearSwitchover(ctx, mustCluster(t, f).Switchover.Version)
+	exitCode(t, <-done, ExitRejected)
+}
+
+func TestNoLeaderAndFailover(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	exitCode(t, f.cli.Failover(ctx, FailoverOptions{To: "db2", Force: true}), ExitRejected) // leader is healthy
+	exitCode(t, f.cli.Failover(ctx, FailoverOptions{Force: true}), ExitUsage)
+	f.srv.ExpireLeader()
+	exitCode(t, f.cli.Switchover(ctx, SwitchoverOptions{Force: true}), ExitNoLeader)
+	exitCode(t, f.cli.Failover(ctx, FailoverOptions{To: "nope", Force: true}), ExitUnknownMember)
+
+	cl := mustCluster(t, f)
+	rec, _ := cl.Member("db3")
+	rec.Tags = map[string]string{"errant": "0-3-5"}
+	f.stores["db3"].UpdateMember(ctx, rec)
+	err := f.cli.Failover(ctx, FailoverOptions{To: "db3", Force: true})
+	exitCode(t, err, ExitUnhealthy)
+	if !strings.Contains(err.Error(), "--allow-errant") {
+		t.Fatalf("message does not name the override: %v", err)
+	}
+	if err := f.cli.Failover(ctx, FailoverOptions{To: "db3", Force: true, AllowErrant: true}); err != nil {
+		t.Fatal(err)
+	}
+	sw := mustCluster(t, f).Switchover
+	if sw == nil || sw.To != "db3" || sw.From != "" || !sw.Force {
+		t.Fatalf("failover request %+v", sw)
+	}
+	exitCode(t, f.cli.Failover(ctx, FailoverOptions{To: "db2", Force: true}), ExitPending)
+}
+
+func TestPauseResumeAndHistory(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for range 2 { // idempotent
+		if err := f.cli.SetPaused(ctx, true, false, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !mustCluster(t, f).Config.Paused {
+		t.Fatal("not paused")
+	}
+	exitCode(t, f.cli.Switchover(ctx, SwitchoverOptions{To: "db2", Force: true}), ExitRejected)
+	if err := f.cli.SetPaused(ctx, false, true, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if mustCluster(t, f).Config.Paused {
+		t.Fatal("still paused")
+	}
+	f.stores["db1"].AppendHistory(ctx, dcs.HistoryEntry{Kind: dcs.HistoryFailover, From: "db0", To: "db1",
+		At: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC), Reason: "leader lost"})
+	f.out.Reset()
+	if err := f.cli.History(ctx, Table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(f.out.String(), "2026-12-02T03:00:00Z  failover  db0   db1  leader lost") {
+		t.Fatalf("history:\n%s", f.out)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	cases := map[error]int{
+		nil:                    ExitOK,
+		errors.New("x"):        ExitError,
+		dcs.ErrUnreachable:     ExitUnreachable,
+		dcs.ErrForbidden:       ExitUnreachable,
+		fail(ExitTimeout, "t"): ExitTimeout,
+	}
+	for err, want := range cases {
+		if got := ExitCode(err); got != want {
+			t.Errorf("ExitCode(%v) = %d, want %d", err, got, want)
+		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
