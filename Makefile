@@ -61,7 +61,7 @@ mariadb:
 ## k8s.io/kubernetes out of ours). About 8 min cold, seconds when cached.
 kube-bin: $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-controller-manager
 
-$(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-controller-manager: tools/kube/go.mod tools/kube/go.sum
+$(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-controller-manager &: tools/kube/go.mod tools/kube/go.sum
 	@echo "building kube-apiserver and kube-controller-manager $(KUBE_VERSION) into $(KUBE_BIN) (about 8 min the first time)"
 	cd tools/kube && $(GO) build -o $(CURDIR)/$(KUBE_BIN)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
 
