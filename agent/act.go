@@ -34,9 +34,12 @@ func (a *Agent) act(ctx context.Context, action failover.Action, cl *dcs.Cluster
 			a.bootstrap(ctx, cl)
 		}
 	case failover.Acquire:
-		from := ""
-		if cl.Leader != nil && cl.Leader.Holder != a.cfg.Name {
+		from := a.lastLeader
+		if cl.Leader != nil && cl.Leader.Holder != dcs.UnknownHolder {
 			from = cl.Leader.Holder
+		}
+		if from == a.cfg.Name {
+			from = ""
 		}
 		detected := a.leaderlessSince
 		if a.acquire(ctx, cl) {

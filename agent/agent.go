@@ -51,6 +51,9 @@ type Agent struct {
 	config          dcs.Config
 	lastRenewStart  time.Time
 	leaderlessSince time.Time
+	// lastLeader is the last holder seen with a valid lock, for history:
+	// an etcd leader key vanishes with its lease, taking the name along.
+	lastLeader string
 	role            Role
 	lastAction      failover.Kind
 	errant          string
@@ -291,6 +294,7 @@ func (a *Agent) snapshot(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Obse
 		}
 	} else {
 		a.leaderlessSince = time.Time{}
+		a.lastLeader = s.Leader
 	}
 	s.LeaderlessSince = a.leaderlessSince
 	if sw := cl.Switchover; sw != nil && sw.Err == nil {

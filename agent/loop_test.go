@@ -245,6 +245,10 @@ func TestLoopMysqldDeathReleasesLockAtOnce(t *testing.T) {
 	if h.labels.role("db1") == RolePrimary {
 		t.Fatal("dead primary kept its primary label")
 	}
+	cl, _ := h.agents["db3"].store.Cluster(h.ctx)
+	if n := len(cl.History); n == 0 || cl.History[n-1].Kind != dcs.HistoryFailover || cl.History[n-1].From != "db1" || cl.History[n-1].To != "db2" {
+		t.Fatalf("history %+v, want a failover from db1 to db2", cl.History)
+	}
 }
 
 func TestLoopFrozenLeaderIsFencedBeforeTakeover(t *testing.T) {

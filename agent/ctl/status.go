@@ -62,6 +62,10 @@ func BuildStatus(cl *dcs.Cluster) StatusView {
 	}
 	for _, m := range cl.Members {
 		row := MemberRow{Name: m.Name, Role: m.Role.String(), State: memberState(m), GTID: m.GTIDExecuted}
+		if m.Role == dcs.RolePrimary && (cl.Leader == nil || cl.Leader.Holder != m.Name || cl.Leader.Expired) {
+			// A record can outlive its agent by the member TTL.
+			row.State = "not the lock holder (stale record?)"
+		}
 		if m.Lag != nil {
 			s := m.Lag.Seconds()
 			row.LagSeconds = &s
