@@ -206,7 +206,7 @@ func testExclusive(t *testing.T, e *Env) {
 // testRaceRounds: in each round every store races for a free lock at once;
 // exactly one wins, and afterwards only the winner can renew.
 func testRaceRounds(t *testing.T, e *Env) {
-	const rounds = 25
+	const rounds = 50
 	for r := 0; r < rounds; r++ {
 		for _, s := range e.Stores {
 			waitFor(t, s, "no leader", func(c *dcs.Cluster) bool { return c.Leader == nil })
@@ -560,12 +560,12 @@ func testConfig(t *testing.T, e *Env) {
 
 func testSwitchover(t *testing.T, e *Env) {
 	a, b := e.Stores[0], e.Stores[1]
-	sw := dcs.Switchover{From: "m0", To: "m1", ScheduledAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	sw := dcs.Switchover{From: "m0", To: "m1", ScheduledAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Force: true}
 	must(t, "request switchover", b.RequestSwitchover(ctxT(t), sw))
 	mustIs(t, "second request", a.RequestSwitchover(ctxT(t), dcs.Switchover{}), dcs.ErrExists)
 	c := waitFor(t, a, "switchover pending", func(c *dcs.Cluster) bool { return c.Switchover != nil })
 	got := c.Switchover
-	if got.From != "m0" || got.To != "m1" || !got.ScheduledAt.Equal(sw.ScheduledAt) || got.RequestedAt.IsZero() || got.Version == "" || got.Err != nil {
+	if got.From != "m0" || got.To != "m1" || !got.ScheduledAt.Equal(sw.ScheduledAt) || !got.Force || got.RequestedAt.IsZero() || got.Version == "" || got.Err != nil {
 		t.Fatalf("switchover read as %+v", got)
 	}
 	mustIs(t, "clear with a wrong version", a.ClearSwitchover(ctxT(t), got.Version+"0"), dcs.ErrConflict)
@@ -575,7 +575,7 @@ func testSwitchover(t *testing.T, e *Env) {
 	mustIs(t, "invalid request", a.RequestSwitchover(ctxT(t), dcs.Switchover{To: "m0", From: "m0"}), dcs.ErrInvalid)
 	must(t, "request to anyone", a.RequestSwitchover(ctxT(t), dcs.Switchover{}))
 	c = waitFor(t, b, "switchover pending", func(c *dcs.Cluster) bool { return c.Switchover != nil })
-	if c.Switchover.From != "" || c.Switchover.To != "" || !c.Switchover.ScheduledAt.IsZero() {
+	if c.Switchover.From != "" || c.Switchover.To != "" || !c.Switchover.ScheduledAt.IsZero() || c.Switchover.Force {
 		t.Fatalf("open switchover read as %+v", c.Switchover)
 	}
 }

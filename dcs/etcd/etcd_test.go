@@ -32,7 +32,7 @@ func newCluster() string { return fmt.Sprintf("c%d", clusterSeq.Add(1)) }
 func newStore(t testing.TB, cli *clientv3.Client, cluster, member string, clk *clocktesting.FakeClock) *etcd.Store {
 	t.Helper()
 	s, err := etcd.New(etcd.Options{
-		Client: cli, Cluster: cluster, Member: member, Clock: clk, 
+		Client: cli, Cluster: cluster, Member: member, Clock: clk,
 		MemberTTL: memberTTL, MemberRefresh: memberRefresh,
 	})
 	if err != nil {
@@ -86,4 +86,3 @@ func TestContract(t *testing.T) {
 		return e
 	})
 }
-

@@ -1,0 +1,104 @@
+package dcs_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	if err := dcs.DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		name string
+		mod  func(*dcs.Config)
+		want []string // substrings of the error; none = valid
+	}{
+		{"defaults", func(*dcs.Config) {}, nil},
+		{"rule holds with equality", func(c *dcs.Config) { c.TTL, c.LoopWait, c.RetryTimeout, c.SafetyMargin = 10*s, 2*s, 3*s, 2*s }, nil},
+		{"rule broken", func(c *dcs.Config) { c.LoopWait = 3 * s },
+			[]string{"loop_wait + 2*retry_timeout <= ttl - safety_margin must hold, got 3s + 2*1s = 5s > 5s - 1s = 4s"}},
+		{"rule broken by margin", func(c *dcs.Config) { c.SafetyMargin = 3 * s }, []string{"= 3s > 5s - 3s = 2s"}},
+		{"fractional ttl", func(c *dcs.Config) { c.TTL = 5500 * time.Millisecond }, []string{"whole number of seconds"}},
+		{"ttl too small", func(c *dcs.Config) { c.TTL = 0 }, []string{"ttl must be between 1s and 10m0s, got 0s"}},
+		{"ttl too large", func(c *dcs.Config) { c.TTL = time.Hour }, []string{"ttl must be between"}},
+		{"zero loop_wait", func(c *dcs.Config) { c.LoopWait = 0 }, []string{"loop_wait must be > 0"}},
+		{"negative retry_timeout", func(c *dcs.Config) { c.RetryTimeout = -s }, []string{"retry_timeout must be > 0"}},
+		{"negative margin", func(c *dcs.Config) { c.SafetyMargin = -s }, []string{"safety_margin must be >= 0"}},
+		{"negative lag", func(c *dcs.Config) { c.MaximumLagOnFailover = -s }, []string{"maximum_lag_on_failover must be >= 0"}},
+		{"bad semi-sync", func(c *dcs.Config) { c.SemiSync = 9 }, []string{"unknown semi-sync mode 9"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dcs.DefaultConfig()
+			tc.mod(&c)
+			err := c.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, dcs.ErrInvalid) {
+				t.Fatalf("Validate() = %v, want ErrInvalid", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"m0": true, "mysql-0": true, "a": true, strings.Repeat("a", 63): true,
+		"": false, "-a": false, "a-": false, "A": false, "a_b": false, "a.b": false, "a/b": false,
+		strings.Repeat("a", 64): false, dcs.UnknownHolder: false,
+	} {
+		err := dcs.ValidateName("member", name)
+		if (err == nil) != ok {
+			t.Errorf("ValidateName(%q) = %v, want ok=%v", name, err, ok)
+		}
+		if err != nil && !errors.Is(err, dcs.ErrInvalid) {
+			t.Errorf("ValidateName(%q) error does not wrap ErrInvalid: %v", name, err)
+		}
+	}
+}
+
+func TestEnumsRoundTrip(t *testing.T) {
+	for r := dcs.RoleUnknown; r.Valid(); r++ {
+		if got, err := dcs.ParseRole(r.String()); err != nil || got != r {
+			t.Errorf("ParseRole(%q) = %v, %v", r, got, err)
+		}
+	}
+	for s := dcs.ReplicationUnknown; s.Valid(); s++ {
+		if got, err := dcs.ParseReplicationState(s.String()); err != nil || got != s {
+			t.Errorf("ParseReplicationState(%q) = %v, %v", s, got, err)
+		}
+	}
+	for m := dcs.SemiSyncOff; m.Valid(); m++ {
+		if got, err := dcs.ParseSemiSyncMode(m.String()); err != nil || got != m {
+			t.Errorf("ParseSemiSyncMode(%q) = %v, %v", m, got, err)
+		}
+	}
+	for _, k := range []dcs.HistoryKind{dcs.HistoryFailover, dcs.HistorySwitchover} {
+		if got, err := dcs.ParseHistoryKind(k.String()); err != nil || got != k {
+			t.Errorf("ParseHistoryKind(%q) = %v, %v", k, got, err)
+		}
+	}
+	if _, err := dcs.ParseRole("emperor"); !errors.Is(err, dcs.ErrInvalid) {
+		t.Errorf("ParseRole(emperor) = %v", err)
+	}
+	if dcs.Role(9).String() != "Role(9)" || dcs.Role(9).Valid() || dcs.HistoryKind(0).Valid() {
+		t.Error("out-of-range enums must be invalid and print their number")
+	}
+}

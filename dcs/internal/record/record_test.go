@@ -1,0 +1,144 @@
+package record
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+func TestMemberNeedsWrite(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	lag := time.Second
+	last := dcs.Member{Name: "m0", Role: dcs.RoleReplica, GTIDExecuted: "a:1", Lag: &lag, UpdatedAt: t0}
+	volatileOnly := last
+	volatileOnly.GTIDExecuted, volatileOnly.Lag, volatileOnly.UpdatedAt = "a:1-2", nil, t0.Add(time.Second)
+	roleChange := last
+	roleChange.Role = dcs.RolePrimary
+	emptyTags := last
+	emptyTags.Tags = map[string]string{}
+	for _, tc := range []struct {
+		name string
+		last *dcs.Member
+		next dcs.Member
+		age  time.Duration
+		want bool
+	}{
+		{"first write", nil, last, 0, true},
+		{"volatile only, fresh", &last, volatileOnly, 5 * time.Second, false},
+		{"volatile only, due", &last, volatileOnly, 10 * time.Second, true},
+		{"role change", &last, roleChange, time.Millisecond, true},
+		{"nil vs empty tags", &last, emptyTags, time.Millisecond, false},
+	} {
+		if got := MemberNeedsWrite(tc.last, t0, tc.next, t0.Add(tc.age), 10*time.Second); got != tc.want {
+			t.Errorf("%s: MemberNeedsWrite = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestHistoryBound(t *testing.T) {
+	var h []dcs.HistoryEntry
+	for i := 0; i < dcs.MaxHistory+7; i++ {
+		h = AppendHistory(h, dcs.HistoryEntry{Kind: dcs.HistoryFailover, To: "m1", Reason: string(rune('a' + i%26)), At: time.Unix(int64(i), 0)})
+	}
+	if len(h) != dcs.MaxHistory || h[0].At.Unix() != 7 || h[len(h)-1].At.Unix() != dcs.MaxHistory+6 {
+		t.Fatalf("history not trimmed to the newest %d: len %d, first %v", dcs.MaxHistory, len(h), h[0].At)
+	}
+	b, err := EncodeHistory(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeHistory("k", b)
+	if err != nil || len(back) != len(h) {
+		t.Fatalf("round trip: %d entries, %v", len(back), err)
+	}
+}
+
+func TestDecodersNameTheRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dec  func() error
+		want string
+	}{
+		{"member json", func() error { _, err := DecodeMember("K", "m0", []byte("{")); return err }, "K: member record is not valid JSON"},
+		{"member name", func() error {
+			_, err := DecodeMember("K", "m0", []byte(`{"name":"m1","role":"replica","replication":"none","updated_at":"2025-01-01T00:00:00Z"}`))
+			return err
+		}, `record names member "m1", want "m0"`},
+		{"member lag", func() error {
+			_, err := DecodeMember("K", "m0", []byte(`{"name":"m0","role":"replica","replication":"none","updated_at":"2025-01-01T00:00:00Z","lag":"soon"}`))
+			return err
+		}, `lag: time: invalid duration "soon"`},
+		{"member port", func() error {
+			_, err := DecodeMember("K", "m0", []byte(`{"name":"m0","role":"replica","replication":"none","updated_at":"2025-01-01T00:00:00Z","mysql_addr":"h:99999"}`))
+			return err
+		}, `mysql address "h:99999" must be host:port`},
+		{"config rule", func() error { _, err := DecodeConfig("K", []byte(`{"ttl":"2s"}`)); return err }, "K: invalid config"},
+		{"config type", func() error { _, err := DecodeConfig("K", []byte(`{"ttl":5}`)); return err }, "config is not valid JSON"},
+		{"switchover time", func() error { _, err := DecodeSwitchover("K", []byte(`{"requested_at":"yesterday"}`)); return err }, "switchover request is not valid JSON"},
+		{"initialized", func() error { _, err := DecodeInitialized("K", []byte(`{"cluster_id":"x"}`)); return err }, "initialized at is missing"},
+		{"history entry", func() error {
+			_, err := DecodeHistory("K", []byte(`[{"kind":"failover","to":"","at":"2025-01-01T00:00:00Z"}]`))
+			return err
+		}, "invalid history entry 0"},
+	} {
+		err := tc.dec()
+		if !errors.Is(err, dcs.ErrCorrupt) || errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrCorrupt (not ErrInvalid) containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestPartialConfigTakesDefaults(t *testing.T) {
+	c, err := DecodeConfig("K", []byte(`{"paused":true,"semi_sync":"on","future_field":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := dcs.DefaultConfig()
+	want.Paused, want.SemiSync = true, dcs.SemiSyncOn
+	if c != want {
+		t.Fatalf("got %+v, want %+v", c, want)
+	}
+}
+
+// FuzzDecode: no input makes a decoder panic, and whatever decodes
+// re-encodes (it passed validation).
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"m0","role":"replica","replication":"running","updated_at":"2025-01-01T00:00:00Z","lag":"1s","tags":{"a":"b"}}`,
+		`{"ttl":"5s","loop_wait":"1s"}`, `{"from":"a","to":"b","requested_at":"2025-01-01T00:00:00Z"}`,
+		`{"cluster_id":"x","at":"2025-01-01T00:00:00Z"}`, `[{"kind":"switchover","to":"m1","at":"2025-01-01T00:00:00Z"}]`,
+		"", "null", "\x00", `{"lag":null}`, `[null]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if m, err := DecodeMember("k", "m0", b); err == nil {
+			if _, err := EncodeMember(m); err != nil {
+				t.Fatalf("decoded member does not re-encode: %v", err)
+			}
+		}
+		if c, err := DecodeConfig("k", b); err == nil {
+			if _, err := EncodeConfig(c); err != nil {
+				t.Fatalf("decoded config does not re-encode: %v", err)
+			}
+		}
+		if sw, err := DecodeSwitchover("k", b); err == nil {
+			if _, err := EncodeSwitchover(sw); err != nil {
+				t.Fatalf("decoded switchover does not re-encode: %v", err)
+			}
+		}
+		if in, err := DecodeInitialized("k", b); err == nil {
+			if _, err := EncodeInitialized(in); err != nil {
+				t.Fatalf("decoded initialized does not re-encode: %v", err)
+			}
+		}
+		if h, err := DecodeHistory("k", b); err == nil {
+			if _, err := EncodeHistory(h); err != nil {
+				t.Fatalf("decoded history does not re-encode: %v", err)
+			}
+		}
+	})
+}

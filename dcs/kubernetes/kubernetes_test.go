@@ -1,0 +1,97 @@
+package kubernetes_test
+
+import (
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/dcs/dcstest"
+	k8sdcs "github.com/mysqlha/mysqlha/dcs/kubernetes"
+	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+)
+
+const (
+	ttl           = 5 * time.Second
+	memberTTL     = 30 * time.Second
+	memberRefresh = 10 * time.Second
+)
+
+var clusterSeq atomic.Int64
+
+func newCluster() string { return fmt.Sprintf("c%d", clusterSeq.Add(1)) }
+
+func fakeClock() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+}
+
+func clientset(t testing.TB, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func newStore(t testing.TB, cfg *rest.Config, ns, cluster, member string, clk *clocktesting.FakeClock) *k8sdcs.Store {
+	t.Helper()
+	s, err := k8sdcs.New(k8sdcs.Options{
+		Leases: clientset(t, cfg).CoordinationV1(), Namespace: ns, Cluster: cluster, Member: member,
+		Clock: clk, MemberTTL: memberTTL, MemberRefresh: memberRefresh,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// closedPortConfig points at a loopback port nobody listens on.
+func closedPortConfig(t testing.TB) *rest.Config {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return &rest.Config{Host: "https://" + addr, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+}
+
+// factory builds contract environments in namespace ns with cfg's
+// credentials.
+func factory(cfg *rest.Config, ns string) dcstest.Factory {
+	return func(t *testing.T, n int) *dcstest.Env {
+		cluster := newCluster()
+		e := &dcstest.Env{TTL: ttl, MemberTTL: memberTTL, MemberRefresh: memberRefresh}
+		var clocks []*clocktesting.FakeClock
+		for i := 0; i < n; i++ {
+			c := fakeClock()
+			clocks = append(clocks, c)
+			e.Stores = append(e.Stores, newStore(t, cfg, ns, cluster, fmt.Sprintf("m%d", i), c))
+		}
+		e.Advance = func(d time.Duration) {
+			for _, c := range clocks {
+				c.Step(d)
+			}
+		}
+		e.AdvanceMember = func(i int, d time.Duration) { clocks[i].Step(d) }
+		e.Unreachable = func() dcs.Store { return newStore(t, closedPortConfig(t), ns, cluster, "unreachable", fakeClock()) }
+		return e
+	}
+}
+
+// TestKubernetes shares one kube-apiserver (a few seconds to start) among
+// the contract suite and the bad-input cases.
+func TestKubernetes(t *testing.T) {
+	api := kubetest.Start(t)
+	api.CreateNamespace(t, "dcs")
+	t.Run("Contract", func(t *testing.T) { dcstest.Run(t, factory(api.Config(), "dcs")) })
+	t.Run("BadInput", func(t *testing.T) { badInput(t, api) })
+}
