@@ -10,6 +10,11 @@
 //
 // Servers run as child processes that die with the test process (Pdeathsig),
 // so a crashed test leaves no server behind.
+//
+// Start and the methods taking a testing.TB are for tests. PrepareTemplate,
+// Launch, (*Server).Start, Pid and Destroy work without a testing.TB, for
+// programs that manage the servers' lifetime themselves (the demo
+// supervisor, cmd/demo).
 package mysqltest
 
 import (
@@ -90,6 +95,9 @@ type Options struct {
 	NetNS string
 	// ExtraArgs are appended to the mariadbd command line.
 	ExtraArgs []string
+	// Port is the TCP port; 0 picks a free one. Start ignores it (servers
+	// started together cannot share a port); Launch honours it.
+	Port int
 }
 
 // Server is one running (or stopped) mariadbd.
@@ -107,14 +115,19 @@ type Server struct {
 	done chan struct{}
 }
 
-// Start starts n servers in parallel, named db1..dbN with server ids 1..n.
+// Start starts n servers in parallel, named db1..dbN with server ids 1..n,
+// each in its own temporary directory; they are stopped and removed when the
+// test ends.
 func Start(tb testing.TB, n int, opts ...Options) []*Server {
 	tb.Helper()
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	template := ensureTemplate(tb)
+	o.Port = 0
+	if _, err := PrepareTemplate(); err != nil {
+		tb.Fatalf("preparing MariaDB template: %v", err)
+	}
 	servers := make([]*Server, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -122,13 +135,22 @@ func Start(tb testing.TB, n int, opts ...Options) []*Server {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			servers[k], errs[k] = newServer(tb, template, k+1, o)
+			// Short paths: a Unix socket path must fit in 108 bytes.
+			dir, err := os.MkdirTemp("", "mysqltest-")
+			if err != nil {
+				errs[k] = err
+				return
+			}
+			servers[k], errs[k] = Launch(dir, k+1, o)
+			if errs[k] != nil {
+				os.RemoveAll(dir)
+			}
 		}()
 	}
 	wg.Wait()
 	for _, s := range servers {
 		if s != nil {
-			tb.Cleanup(func() { s.destroy() })
+			tb.Cleanup(s.Destroy)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -137,31 +159,45 @@ func Start(tb testing.TB, n int, opts ...Options) []*Server {
 	return servers
 }
 
-func newServer(tb testing.TB, template string, id int, o Options) (*Server, error) {
-	// Short paths: a Unix socket path must fit in 108 bytes.
-	dir, err := os.MkdirTemp("", "mysqltest-")
+// Launch starts one server named db<id> with server id id, its data copied
+// from the template (built first if needed, see PrepareTemplate), in dir,
+// which it creates if missing and which must not hold a data directory yet.
+// dir should be short: the Unix socket inside it must fit in 108 bytes. The
+// server dies with the calling process (Pdeathsig); the caller stops it with
+// Stop or Kill and removes it with Destroy.
+func Launch(dir string, id int, o Options) (*Server, error) {
+	template, err := PrepareTemplate()
 	if err != nil {
+		return nil, fmt.Errorf("preparing MariaDB template: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if out, err := exec.Command("cp", "-a", template, filepath.Join(dir, "data")).CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
+	data := filepath.Join(dir, "data")
+	if _, err := os.Stat(data); err == nil {
+		return nil, fmt.Errorf("%s already exists", data)
+	}
+	if out, err := exec.Command("cp", "-a", template, data).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("copying template: %v: %s", err, out)
 	}
 	host := o.BindAddress
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	port, err := freePort(host)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	port := o.Port
+	if port == 0 {
+		if port, err = freePort(host); err != nil {
+			os.RemoveAll(data)
+			return nil, err
+		}
 	}
 	s := &Server{
 		Name: fmt.Sprintf("db%d", id), ServerID: id, Host: host, Port: port,
 		Dir: dir, Socket: filepath.Join(dir, "mysqld.sock"), opts: o,
 	}
-	if err := s.start(); err != nil {
-		s.destroy()
+	if err := s.Start(); err != nil {
+		s.stop(syscall.SIGKILL, 0)
+		os.RemoveAll(data)
 		return nil, err
 	}
 	return s, nil
@@ -198,7 +234,9 @@ func (s *Server) LogPath() string { return filepath.Join(s.Dir, "error.log") }
 // Addr is host:port for TCP clients.
 func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
 
-func (s *Server) start() error {
+// Start starts the server if it is not running (a stopped server keeps its
+// data, port and id) and waits up to 30 s until it accepts connections.
+func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
@@ -299,6 +337,17 @@ func (s *Server) Running() bool {
 	return s.cmd != nil
 }
 
+// Pid is the process id of the running server (of "ip netns exec" with
+// NetNS), 0 when it is stopped.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Kill stops the server with SIGKILL, as a crash would, and waits for it.
 func (s *Server) Kill() { s.stop(syscall.SIGKILL, 0) }
 
@@ -308,7 +357,7 @@ func (s *Server) Stop() { s.stop(syscall.SIGTERM, 20*time.Second) }
 // Restart starts a stopped server again with the same data, port and id.
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
-	if err := s.start(); err != nil {
+	if err := s.Start(); err != nil {
 		tb.Fatalf("restarting %s: %v", s.Name, err)
 	}
 }
@@ -331,7 +380,9 @@ func (s *Server) stop(sig syscall.Signal, grace time.Duration) {
 	}
 }
 
-func (s *Server) destroy() {
+// Destroy stops the server (SIGTERM, SIGKILL after 10 s) and removes its
+// directory.
+func (s *Server) Destroy() {
 	s.stop(syscall.SIGTERM, 10*time.Second)
 	os.RemoveAll(s.Dir)
 }
@@ -342,15 +393,13 @@ var (
 	templateErr  error
 )
 
-// ensureTemplate returns a data directory initialised once with the users
-// above and no binary log, so every copy starts with an empty GTID history.
-func ensureTemplate(tb testing.TB) string {
-	tb.Helper()
+// PrepareTemplate returns the template data directory, initialised once per
+// machine and mariadbd version with the users above and no binary log, so
+// every copy starts with an empty GTID history. The first call on a machine
+// runs mariadb-install-db (about 8 s); later calls return the cached copy.
+func PrepareTemplate() (string, error) {
 	templateOnce.Do(func() { templateDir, templateErr = buildTemplate() })
-	if templateErr != nil {
-		tb.Fatalf("preparing MariaDB template: %v", templateErr)
-	}
-	return templateDir
+	return templateDir, templateErr
 }
 
 func buildTemplate() (string, error) {
