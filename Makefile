@@ -22,9 +22,10 @@ build:
 	$(GO) build -o bin/mysqlha-agent ./cmd/agent
 	@if [ -d cmd/agentctl ]; then $(GO) build -o bin/agentctl ./cmd/agentctl; fi
 
-## test: everything, against real MariaDB, etcd and kube-apiserver.
+## test: everything, against real MariaDB, etcd and kube-apiserver. One package
+## at a time (-p 1): the failover tests measure timing on 2 cores.
 test: deps lint
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
 
 ## unit: the fast tests that need no server.
 unit:

@@ -1,7 +1,31 @@
 // Package e2e holds end-to-end scenarios that drive real MariaDB, real agents
 // and a real control plane only through public surfaces: the Kubernetes API,
-// the MySQL protocol, agentctl and the agent's HTTP API. Pods are network
-// namespaces. One file per scenario.
+// the MySQL protocol, agentctl and the agent's HTTP API. One file per
+// scenario.
 //
-// Not built yet: scenarios arrive with the agent.
+// The harness (cluster_test.go) builds cmd/agent once per test process and
+// runs, per test, an embedded etcd (dcs/etcd/etcdtest), MariaDB servers
+// (mysqlctl/mysqltest, configured read_only=ON as a production my.cnf must
+// be) and one agent process per server, each in its own process group and
+// killed with the test process. Scenarios kill, stop, freeze and restart
+// agents and servers, observe through GET /status, /primary and /metrics,
+// root and application sessions, and the leader key in etcd, and run a
+// split-brain checker that fails the test if two servers would take an
+// application write at the same instant.
+//
+// Scenarios (etcd DCS, processes on loopback):
+//
+//	bootstrap_test.go         three empty servers elect one writable primary
+//	primary_failover_test.go  kill -9 of the primary's agent and mysqld
+//	rejoin_test.go            the old primary comes back as a replica
+//	agent_killed_test.go      kill -9 of the primary's agent alone
+//	frozen_agent_test.go      SIGSTOP of the primary's agent beyond ttl
+//	mysqld_death_test.go      the primary's mysqld dies, its agent lives
+//	mysqld_hang_test.go       the primary's mysqld hangs beyond ttl, then resumes
+//
+// failover_bench_test.go measures failover time by phase and an idle agent's
+// memory and CPU (go test -run '^$' -bench . -benchtime 1x ./e2e/).
+//
+// The tests need mariadbd and are skipped with -short. Kubernetes scenarios
+// (pods as network namespaces, partitions) build on the same harness.
 package e2e
