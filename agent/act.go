@@ -550,8 +550,9 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 	wctx, wcancel := context.WithTimeout(ctx, wait+a.config.RetryTimeout)
 	defer wcancel()
 	if err := peer.WaitForGTID(wctx, obs.Status.GTIDExecuted, wait); err != nil {
-		a.log.Warn("switchover: target did not catch up; staying leader", zap.String("target", target), zap.Error(err))
-		return // the next iteration's lead() makes us writable again
+		// Give up rather than retry: every retry would stop writes again.
+		a.rejectSwitchover(ctx, cl, fmt.Sprintf("target %s did not catch up within %s: %v", target, wait.Round(time.Millisecond), err))
+		return
 	}
 	hctx, hcancel := a.callCtx(ctx)
 	defer hcancel()

@@ -54,10 +54,10 @@ type Agent struct {
 	// lastLeader is the last holder seen with a valid lock, for history:
 	// an etcd leader key vanishes with its lease, taking the name along.
 	lastLeader string
-	role            Role
-	lastAction      failover.Kind
-	errant          string
-	lastLag         *time.Duration
+	role       Role
+	lastAction failover.Kind
+	errant     string
+	lastLag    *time.Duration
 	// failoverFrom is set when we won the lock from a lost leader, until the
 	// promotion completes (for history and phase metrics).
 	failoverFrom *failoverStart
@@ -160,6 +160,11 @@ func (a *Agent) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.config.TTL)
 	defer cancel()
 	a.iterate(ctx, true)
+	if a.hasDeadline() {
+		// The hand-over did not happen: let the others take over now
+		// rather than after ttl.
+		a.release(ctx, "agent stopping")
+	}
 	a.setRole(ctx, RoleNone)
 	for _, p := range a.peers {
 		if c, ok := p.(interface{ Close() error }); ok {

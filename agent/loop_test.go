@@ -320,6 +320,25 @@ func TestLoopSwitchover(t *testing.T) {
 	}
 }
 
+func TestLoopSwitchoverAbandonedWhenTargetLags(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.mysql.byName("db3").ioRunning = false // db3 stops receiving
+	h.mysql.write("db1")
+	if err := h.agents["db2"].store.(*memory.Store).RequestSwitchover(h.ctx, dcs.Switchover{From: "db1", To: "db3"}); err != nil {
+		t.Fatal(err)
+	}
+	h.step("db1")
+	h.expectPrimary("db1") // fenced for the attempt, writable again after giving up
+	cl, _ := h.agents["db1"].store.Cluster(h.ctx)
+	if cl.Switchover != nil {
+		t.Fatal("abandoned switchover request not cleared")
+	}
+	if !slices.ContainsFunc(h.labels.events, func(e string) bool { return e == "db1:SwitchoverRejected" }) {
+		t.Fatalf("no rejection event: %v", h.labels.events)
+	}
+}
+
 func TestLoopRejectsSwitchoverToUnknownMember(t *testing.T) {
 	h := newLoopHarness(t, "db1", "db2", "db3")
 	h.bootstrap()
