@@ -49,6 +49,13 @@ func (a *Agent) act(ctx context.Context, action failover.Action, cl *dcs.Cluster
 			a.lead(ctx, cl, obs, false)
 		}
 	case failover.Lead:
+		if localErr != nil {
+			// Our mysqld does not answer: keep the lock, change nothing.
+			if a.clock.Since(a.lastRenewStart) >= a.config.LoopWait/2 || !a.hasDeadline() {
+				a.renew(ctx)
+			}
+			return
+		}
 		a.lead(ctx, cl, obs, action.RenewOnly)
 	case failover.Follow:
 		a.follow(ctx, cl, obs, action.Target)
@@ -112,19 +119,19 @@ func (a *Agent) acquire(ctx context.Context, cl *dcs.Cluster) bool {
 }
 
 // fenceSelf makes the local mysqld read-only and kills its clients. The
-// deadline is cleared only once the fence holds.
-func (a *Agent) fenceSelf(ctx context.Context, kind, reason string) {
+// deadline is cleared only once the fence holds. It returns why it failed.
+func (a *Agent) fenceSelf(ctx context.Context, kind, reason string) error {
 	a.metrics.FencingActions.WithLabelValues(kind).Inc()
 	a.metrics.IsLeader.Set(0)
 	if a.db == nil {
 		a.log.Error("cannot fence: local mysqld not connected", zap.String("reason", reason))
-		return
+		return fmt.Errorf("local mysqld not connected: %w", a.dialErr)
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	if err := a.db.Fence(cctx); err != nil {
 		a.log.Error("fencing local mysqld failed", zap.String("reason", reason), zap.Error(err))
-		return
+		return err
 	}
 	if _, err := a.db.KillClients(cctx); err != nil {
 		a.log.Warn("killing client sessions failed", zap.Error(err))
@@ -136,11 +143,17 @@ func (a *Agent) fenceSelf(ctx context.Context, kind, reason string) {
 		a.labeler.Event(ctx, a.cfg.Name, eventWarning, "Fenced", reason)
 	}
 	a.setRole(ctx, RoleNone)
+	return nil
 }
 
 func (a *Agent) release(ctx context.Context, reason string) {
-	if a.db != nil && a.hasDeadline() {
-		a.fenceSelf(ctx, "self", reason) // best effort: mysqld is probably down
+	if a.hasDeadline() {
+		// Giving the lock up lets another member promote at once: only when
+		// our mysqld is read-only or provably not running.
+		if err := a.fenceSelf(ctx, "self", reason); err != nil && !errors.Is(err, mysqlctl.ErrDown) {
+			a.log.Error("not releasing the leader lock: mysqld could not be fenced and is not known to be down", zap.Error(err))
+			return
+		}
 	}
 	a.setDeadline(time.Time{})
 	a.metrics.IsLeader.Set(0)

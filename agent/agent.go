@@ -46,6 +46,7 @@ type Agent struct {
 
 	// Owned by the loop goroutine.
 	db              Database
+	dialErr         error      // why the last connection to the local mysqld failed
 	peersMu         sync.Mutex // peers is also used by promotion goroutines
 	peers           map[string]Database
 	config          dcs.Config
@@ -186,6 +187,7 @@ func (a *Agent) ensureLocal(ctx context.Context) {
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	db, err := a.dial(cctx, a.local)
+	a.dialErr = err
 	if err != nil {
 		a.log.Warn("local mysqld not reachable", zap.String("addr", a.local), zap.Error(err))
 		return
@@ -259,7 +261,7 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) {
 
 func (a *Agent) observeLocal(ctx context.Context) (mysqlctl.Observation, error) {
 	if a.db == nil {
-		return mysqlctl.Observation{}, errors.New("local mysqld not connected")
+		return mysqlctl.Observation{}, fmt.Errorf("local mysqld not connected: %w", a.dialErr)
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
@@ -288,7 +290,7 @@ func (a *Agent) snapshot(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Obse
 		Self: a.cfg.Name, Flavor: a.flavor(), Now: now,
 		Paused: cl.Config.Paused, Initialized: cl.Initialized != nil, ShuttingDown: stopping,
 		Deadline: a.effectiveDeadline(), Grace: a.config.LoopWait * 2, MaxLag: a.config.MaximumLagOnFailover,
-		LocalUp: localErr == nil,
+		LocalUp: localErr == nil, LocalDown: errors.Is(localErr, mysqlctl.ErrDown),
 	}
 	if cl.Leader != nil {
 		s.Leader, s.LeaderExpired = cl.Leader.Holder, cl.Leader.Expired

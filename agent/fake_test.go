@@ -59,7 +59,7 @@ func (c *fakeMySQL) dial(_ context.Context, addr string) (Database, error) {
 	defer c.mu.Unlock()
 	d, ok := c.dbs[addr]
 	if !ok || !d.up {
-		return nil, fmt.Errorf("dial %s: %w", addr, mysqlctl.ErrUnreachable)
+		return nil, fmt.Errorf("dial %s: %w: %w", addr, mysqlctl.ErrUnreachable, mysqlctl.ErrDown)
 	}
 	return d, nil
 }
@@ -110,7 +110,7 @@ func (d *fakeDB) syncLocked() {
 
 func (d *fakeDB) check() error {
 	if !d.up {
-		return fmt.Errorf("%s: %w", d.addr, mysqlctl.ErrUnreachable)
+		return fmt.Errorf("%s: %w: %w", d.addr, mysqlctl.ErrUnreachable, mysqlctl.ErrDown)
 	}
 	return nil
 }

@@ -91,11 +91,17 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 	a.statusMu.Unlock()
 }
 
-// Status returns what GET /status serves.
+// Status returns what GET /status serves. The published snapshot may be
+// older than the lock deadline (a process frozen past it answers requests
+// before its loop runs again), so the lock is judged on the deadline now.
 func (a *Agent) Status() MemberStatus {
 	a.statusMu.Lock()
-	defer a.statusMu.Unlock()
-	return a.status
+	st := a.status
+	a.statusMu.Unlock()
+	if st.HoldsLock && !a.canWriteFor(0) {
+		st.HoldsLock, st.SecondsToFence = false, 0
+	}
+	return st
 }
 
 // publishMember writes our member record; the store skips writes that only

@@ -104,6 +104,12 @@ type Snapshot struct {
 
 	// LocalUp: our mysqld answered this iteration.
 	LocalUp bool
+	// LocalDown: our mysqld is provably not running (connection refused),
+	// so it can take no writes. A mysqld that merely does not answer may be
+	// hung and resume writable: its holder keeps the lock, since it cannot
+	// fence it, and giving the lock up would let another member promote
+	// next to it.
+	LocalDown bool
 	// Members are all members, ourselves included, as known now.
 	Members []Member
 
@@ -123,8 +129,11 @@ func Decide(s Snapshot) Action {
 		return Action{Kind: FenceSelf, Reason: "lock deadline passed without a successful renewal"}
 	}
 	if !s.LocalUp {
-		if s.holdsLock() && !s.Paused {
+		if s.holdsLock() && !s.Paused && s.LocalDown {
 			return Action{Kind: ReleaseLock, Reason: "local mysqld is down"}
+		}
+		if s.holdsLock() && !s.Paused {
+			return Action{Kind: Lead, RenewOnly: true, Reason: "local mysqld does not answer and may resume writable: keep the lock"}
 		}
 		return Action{Kind: Idle, Reason: "local mysqld is down"}
 	}

@@ -32,7 +32,8 @@ func (b *snap) me(name string) *snap             { b.s.Self = name; return b }
 func (b *snap) leader(name string) *snap         { b.s.Leader = name; return b }
 func (b *snap) expired() *snap                   { b.s.LeaderExpired = true; return b }
 func (b *snap) deadlineIn(d time.Duration) *snap { b.s.Deadline = t0.Add(d); return b }
-func (b *snap) localDown() *snap                 { b.s.LocalUp = false; return b }
+func (b *snap) localDown() *snap                 { b.s.LocalUp, b.s.LocalDown = false, true; return b }
+func (b *snap) localHung() *snap                 { b.s.LocalUp = false; return b }
 func (b *snap) paused() *snap                    { b.s.Paused = true; return b }
 func (b *snap) uninitialized() *snap             { b.s.Initialized = false; return b }
 func (b *snap) stopping() *snap                  { b.s.ShuttingDown = true; return b }
@@ -90,6 +91,7 @@ func TestDecide(t *testing.T) {
 		{"frozen leader wakes after expiry and fences", cluster().me("db1").deadlineIn(-10 * time.Second).expired(), FenceSelf, "", false, "deadline"},
 		{"restarted holder renews before writing", cluster().me("db1"), Lead, "", true, "renew before writing"},
 		{"leader whose mysqld died releases", cluster().me("db1").deadlineIn(3 * time.Second).localDown(), ReleaseLock, "", false, "mysqld is down"},
+		{"leader whose mysqld hangs keeps the lock", cluster().me("db1").deadlineIn(3 * time.Second).localHung(), Lead, "", true, "may resume writable"},
 		{"stopping leader hands over to best replica", cluster().me("db1").deadlineIn(3*time.Second).stopping().gtid("db2", "0-1-99"), Switchover, "db3", false, "agent stopping"},
 		{"stopping leader with no eligible replica releases", cluster().me("db1").deadlineIn(3*time.Second).stopping().
 			with("db2", func(m *Member) { m.Healthy = false }).with("db3", func(m *Member) { m.NoFailover = true }), ReleaseLock, "", false, "no replica"},

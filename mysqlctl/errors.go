@@ -18,6 +18,11 @@ import (
 var (
 	// ErrUnreachable: the server did not answer (refused, reset, timed out).
 	ErrUnreachable = errors.New("mysqlctl: server unreachable")
+	// ErrDown: nothing listens at the address (connection refused, no socket
+	// file), so no server process runs there and it can take no writes. It
+	// always comes with ErrUnreachable. A timeout is not ErrDown: a hung
+	// server may resume.
+	ErrDown = errors.New("mysqlctl: server down")
 	// ErrAccessDenied: the server rejected the credentials.
 	ErrAccessDenied = errors.New("mysqlctl: access denied")
 	// ErrPrivilege: logged in, but the user lacks a privilege the operation needs.
@@ -60,10 +65,13 @@ func classify(err error) error {
 		}
 		return err
 	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("%w: %w: %w", ErrUnreachable, ErrDown, err)
+	}
 	var netErr net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNRESET) ||
 		errors.As(err, &netErr) {
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}

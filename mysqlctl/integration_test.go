@@ -420,8 +420,8 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("unreachable host", func(t *testing.T) {
 		_, err := mysqlctl.Connect(ctx, mysqlctl.Config{Addr: "127.0.0.1:1", User: "x", DialTimeout: time.Second})
-		if !errors.Is(err, mysqlctl.ErrUnreachable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
-			t.Fatalf("got %v, want ErrUnreachable naming the address", err)
+		if !errors.Is(err, mysqlctl.ErrUnreachable) || !errors.Is(err, mysqlctl.ErrDown) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Fatalf("got %v, want ErrUnreachable and ErrDown naming the address", err)
 		}
 	})
 	t.Run("wrong password", func(t *testing.T) {

@@ -1,0 +1,489 @@
+package e2e
+
+import (
+	"bufio"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
+	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+)
+
+// Timing is the cluster's timing, passed to every agent as its bootstrap
+// flags. The zero value of a field means the shipped default.
+type Timing struct {
+	TTL, LoopWait, RetryTimeout, SafetyMargin time.Duration
+}
+
+// DefaultTiming mirrors dcs.DefaultConfig; the e2e tests pass it explicitly
+// so that a change of the shipped defaults shows up here as a diff.
+var DefaultTiming = Timing{TTL: 5 * time.Second, LoopWait: time.Second, RetryTimeout: time.Second, SafetyMargin: time.Second}
+
+// Options shape a test cluster.
+type Options struct {
+	// Members is the number of members; 3 when zero.
+	Members int
+	Timing  Timing
+	// AgentArgs are appended to every agent's command line.
+	AgentArgs []string
+	// WritableMySQLConfig starts mysqld writable. By default every mysqld
+	// runs with read_only=ON in its configuration, as a production my.cnf
+	// must: a mysqld that (re)starts before its agent would otherwise take
+	// writes the cluster's primary never sees, and no agent can prevent that.
+	WritableMySQLConfig bool
+}
+
+// Cluster is one etcd, n MariaDB servers and one agent process per server.
+type Cluster struct {
+	tb      testing.TB
+	Name    string
+	Timing  Timing
+	Etcd    *etcdtest.Server
+	etcd    *clientv3.Client
+	Members []*Member
+	logDir  string
+	http    *http.Client
+}
+
+// Member is one MariaDB server and the agent that manages it.
+type Member struct {
+	c      *Cluster
+	Index  int
+	Name   string
+	Server *mysqltest.Server
+	// APIURL is the agent's HTTP API.
+	APIURL  string
+	LogPath string
+	args    []string
+
+	root *sql.DB // root over the socket: checks only, never writes
+	app  *sql.DB // the application user over TCP: the writes under test
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	frozen bool
+	starts int
+}
+
+// NewCluster starts etcd, the servers and the agents, and registers their
+// shutdown. It does not wait for a primary: see WaitHealthy.
+func NewCluster(tb testing.TB, o Options) *Cluster {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("e2e: starts real MariaDB, etcd and agents; skipped with -short")
+	}
+	bin := buildAgent(tb)
+	if o.Members == 0 {
+		o.Members = 3
+	}
+	if o.Timing == (Timing{}) {
+		o.Timing = DefaultTiming
+	}
+	c := &Cluster{tb: tb, Name: clusterName(tb.Name()), Timing: o.Timing, http: &http.Client{Timeout: 500 * time.Millisecond}}
+	c.logDir = tb.TempDir()
+	if *flagLogDir != "" {
+		c.logDir = filepath.Join(*flagLogDir, c.Name)
+		if err := os.MkdirAll(c.logDir, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+	}
+
+	c.Etcd = etcdtest.Start(tb)
+	c.etcd = c.Etcd.Client(tb)
+	var mo mysqltest.Options
+	if !o.WritableMySQLConfig {
+		mo.ExtraArgs = []string{"--read-only=ON"}
+	}
+	servers := mysqltest.Start(tb, o.Members, mo)
+
+	// Printed before the servers and the log directory are removed
+	// (cleanups run last-registered first) and after the agents are gone.
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			c.dumpLogs()
+		}
+	})
+	for i, s := range servers {
+		m := &Member{c: c, Index: i, Name: s.Name, Server: s, LogPath: filepath.Join(c.logDir, s.Name+".log")}
+		port, err := freePort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		m.APIURL = "http://" + listen
+		m.args = append([]string{
+			"--dcs=etcd", "--etcd-endpoints=" + c.Etcd.Endpoints()[0], "--cluster=" + c.Name, "--name=" + s.Name,
+			"--mysql-local-addr=" + s.Addr(), "--advertise-mysql-addr=" + s.Addr(),
+			"--mysql-password-file=" + s.PasswordFile(tb, mysqltest.AgentPassword),
+			"--replication-user=" + mysqltest.ReplUser,
+			"--replication-password-file=" + s.PasswordFile(tb, mysqltest.ReplPassword),
+			"--listen=" + listen, "--advertise-api-url=" + m.APIURL, "--log-level=debug",
+			"--ttl=" + o.Timing.TTL.String(), "--loop-wait=" + o.Timing.LoopWait.String(),
+			"--retry-timeout=" + o.Timing.RetryTimeout.String(), "--safety-margin=" + o.Timing.SafetyMargin.String(),
+		}, o.AgentArgs...)
+		m.args = append([]string{bin}, m.args...)
+		m.root = s.RootDB(tb)
+		m.app = openApp(tb, s)
+		c.Members = append(c.Members, m)
+	}
+	for _, m := range c.Members {
+		tb.Cleanup(m.cleanup)
+		m.StartAgent()
+	}
+	return c
+}
+
+func clusterName(testName string) string {
+	name := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(testName), "-"), "-")
+	if len(name) > 40 {
+		name = strings.Trim(name[:40], "-")
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	return "e2e-" + name + "-" + hex.EncodeToString(b[:])
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// openApp is a pool for the application user with short timeouts, so a
+// write to a dead or frozen server fails fast instead of hanging a probe.
+func openApp(tb testing.TB, s *mysqltest.Server) *sql.DB {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = mysqltest.AppUser, mysqltest.AppPassword, "tcp", s.Addr(), mysqltest.AppDatabase
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxIdleConns(2)
+	db.SetConnMaxIdleTime(10 * time.Second)
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Member returns the member called name.
+func (c *Cluster) Member(name string) *Member {
+	for _, m := range c.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	c.tb.Fatalf("no member %q in cluster %s", name, c.Name)
+	return nil
+}
+
+// Others returns every member but the given ones.
+func (c *Cluster) Others(not ...*Member) []*Member {
+	var out []*Member
+	for _, m := range c.Members {
+		skip := false
+		for _, n := range not {
+			skip = skip || m == n
+		}
+		if !skip {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ---- agent process control ----
+
+// StartAgent starts the member's agent process; it fails the test if the
+// agent already runs.
+func (m *Member) StartAgent() {
+	m.c.tb.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil {
+		m.c.tb.Fatalf("agent %s already running (pid %d)", m.Name, m.cmd.Process.Pid)
+	}
+	f, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		m.c.tb.Fatal(err)
+	}
+	defer f.Close() // the child holds its own descriptor
+	m.starts++
+	fmt.Fprintf(f, "=== e2e %s: starting agent %s (start #%d) ===\n", stamp(time.Now()), m.Name, m.starts)
+	cmd := exec.Command(m.args[0], m.args[1:]...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Own process group, so signals reach the agent alone; killed with the
+	// test process if that dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		m.c.tb.Fatalf("starting agent %s: %v", m.Name, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	m.cmd, m.done, m.frozen = cmd, done, false
+}
+
+// Pid is the agent's process id, 0 when it does not run.
+func (m *Member) Pid() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
+// AgentRunning reports whether the agent process runs (frozen or not).
+func (m *Member) AgentRunning() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return false
+	}
+	select {
+	case <-m.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (m *Member) mark(format string, args ...any) {
+	f, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "=== e2e %s: %s ===\n", stamp(time.Now()), fmt.Sprintf(format, args...))
+}
+
+// signalAgent sends sig to the agent's process group and, when wait > 0,
+// waits for it to exit, killing it after wait. It returns false when no
+// agent ran.
+func (m *Member) signalAgent(sig syscall.Signal, wait time.Duration) bool {
+	m.mu.Lock()
+	cmd, done := m.cmd, m.done
+	m.mu.Unlock()
+	if cmd == nil {
+		return false
+	}
+	pid := cmd.Process.Pid
+	syscall.Kill(-pid, sig)
+	if wait <= 0 {
+		return true
+	}
+	select {
+	case <-done:
+	case <-time.After(wait):
+		m.c.tb.Errorf("agent %s (pid %d) did not exit within %v of %v; killing it", m.Name, pid, wait, sig)
+		syscall.Kill(-pid, syscall.SIGKILL)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			m.c.tb.Errorf("agent %s (pid %d) survived SIGKILL", m.Name, pid)
+		}
+	}
+	m.mu.Lock()
+	m.cmd, m.frozen = nil, false
+	m.mu.Unlock()
+	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+		m.c.tb.Errorf("agent %s: process group %d still has processes after the agent exited (kill -0: %v)", m.Name, pid, err)
+	}
+	return true
+}
+
+// KillAgent kills the agent with SIGKILL, as a crash would, and waits.
+func (m *Member) KillAgent() {
+	m.mark("SIGKILL agent")
+	if !m.signalAgent(syscall.SIGKILL, 10*time.Second) {
+		m.c.tb.Fatalf("KillAgent %s: agent not running", m.Name)
+	}
+}
+
+// StopAgent stops the agent with SIGTERM (a leader hands over first) and
+// waits up to ttl + 5 s for it to exit.
+func (m *Member) StopAgent() {
+	m.mark("SIGTERM agent")
+	if m.isFrozen() {
+		m.ThawAgent()
+	}
+	if !m.signalAgent(syscall.SIGTERM, m.c.Timing.TTL+5*time.Second) {
+		m.c.tb.Fatalf("StopAgent %s: agent not running", m.Name)
+	}
+}
+
+func (m *Member) isFrozen() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.frozen
+}
+
+// FreezeAgent stops the agent with SIGSTOP: a GC pause or a stalled node.
+func (m *Member) FreezeAgent() {
+	m.mark("SIGSTOP agent")
+	if !m.signalAgent(syscall.SIGSTOP, 0) {
+		m.c.tb.Fatalf("FreezeAgent %s: agent not running", m.Name)
+	}
+	m.mu.Lock()
+	m.frozen = true
+	m.mu.Unlock()
+}
+
+// ThawAgent resumes a frozen agent with SIGCONT.
+func (m *Member) ThawAgent() {
+	m.mark("SIGCONT agent")
+	if !m.signalAgent(syscall.SIGCONT, 0) {
+		m.c.tb.Fatalf("ThawAgent %s: agent not running", m.Name)
+	}
+	m.mu.Lock()
+	m.frozen = false
+	m.mu.Unlock()
+}
+
+// RestartAgent stops the agent if it runs (SIGTERM), then starts it again
+// with the same flags, API address and log file.
+func (m *Member) RestartAgent() {
+	if m.AgentRunning() {
+		m.StopAgent()
+	} else {
+		m.mu.Lock()
+		m.cmd = nil
+		m.mu.Unlock()
+	}
+	m.StartAgent()
+}
+
+// KillMySQL kills mysqld with SIGKILL and waits for it to exit.
+func (m *Member) KillMySQL() {
+	m.mark("SIGKILL mysqld")
+	m.Server.Kill()
+}
+
+// RestartMySQL starts the stopped mysqld again (same data, port, id) and
+// waits until it accepts connections.
+func (m *Member) RestartMySQL() {
+	m.c.tb.Helper()
+	m.mark("restarting mysqld")
+	m.Server.Restart(m.c.tb)
+}
+
+// cleanup kills the agent, then mysqld: its data is thrown away, so a clean
+// InnoDB shutdown (seconds per server) buys nothing.
+// mysqldPid reads mysqld's pid file (mysqltest runs it with
+// --pid-file=<Dir>/mysqld.pid).
+func (m *Member) mysqldPid() int {
+	m.c.tb.Helper()
+	b, err := os.ReadFile(filepath.Join(m.Server.Dir, "mysqld.pid"))
+	if err != nil {
+		m.c.tb.Fatalf("%s: reading mysqld's pid file: %v", m.Name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		m.c.tb.Fatalf("%s: mysqld's pid file: %v", m.Name, err)
+	}
+	return pid
+}
+
+// FreezeMySQL stops mysqld with SIGSTOP: a server hung on a stalled disk,
+// which neither answers nor refuses connections.
+func (m *Member) FreezeMySQL() {
+	m.c.tb.Helper()
+	m.mark("SIGSTOP mysqld")
+	if err := syscall.Kill(m.mysqldPid(), syscall.SIGSTOP); err != nil {
+		m.c.tb.Fatalf("%s: SIGSTOP mysqld: %v", m.Name, err)
+	}
+	m.c.tb.Cleanup(func() { syscall.Kill(m.mysqldPid(), syscall.SIGCONT) })
+}
+
+// ThawMySQL resumes a frozen mysqld with SIGCONT.
+func (m *Member) ThawMySQL() {
+	m.c.tb.Helper()
+	m.mark("SIGCONT mysqld")
+	if err := syscall.Kill(m.mysqldPid(), syscall.SIGCONT); err != nil {
+		m.c.tb.Fatalf("%s: SIGCONT mysqld: %v", m.Name, err)
+	}
+}
+
+func (m *Member) cleanup() {
+	m.mu.Lock()
+	running := m.cmd != nil
+	m.mu.Unlock()
+	if running {
+		// SIGKILL works on a stopped process too; SIGCONT lets it die at once.
+		m.signalAgent(syscall.SIGCONT, 0)
+		m.signalAgent(syscall.SIGKILL, 10*time.Second)
+	}
+	m.Server.Kill()
+}
+
+// ---- logs ----
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// tail returns the last n lines of path.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > 4*n {
+			lines = append([]string(nil), lines[len(lines)-n:]...)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// dumpLogs prints the tail of every agent log and mysqld error log.
+func (c *Cluster) dumpLogs() {
+	for _, m := range c.Members {
+		c.tb.Logf("----- %s: last 60 lines of the agent log %s -----\n%s", m.Name, m.LogPath, tail(m.LogPath, 60))
+		c.tb.Logf("----- %s: last 10 lines of the mysqld error log -----\n%s", m.Name, tail(m.Server.LogPath(), 10))
+	}
+}
+
+// LogSince returns the agent log lines written after the last harness marker
+// containing marker.
+func (m *Member) LogSince(marker string) []string {
+	b, err := os.ReadFile(m.LogPath)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "=== e2e ") && strings.Contains(lines[i], marker) {
+			return lines[i+1:]
+		}
+	}
+	return nil
+}
