@@ -243,6 +243,7 @@ func TestClientConnections(t *testing.T) {
 		{ID: 6, User: "app", Command: "Sleep"},
 		{ID: 7, User: "other-repl", Command: "Binlog Dump"},
 		{ID: 8, User: "root", Command: "Query"},
+		{ID: 9, User: "app", Command: "Killed"},
 	}
 	var ids []uint64
 	for _, c := range ClientConnections(conns, "mysqlha", "repl") {

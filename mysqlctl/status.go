@@ -248,6 +248,8 @@ var (
 		"binlog dump": true, "binlog dump gtid": true, "daemon": true,
 		"slave_io": true, "slave_sql": true, "slave_worker": true,
 		"register slave": true, "register replica": true,
+		// Already being killed: it will end without running anything more.
+		"killed": true,
 	}
 )
 
