@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
 	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
 )
 
@@ -192,24 +193,41 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 // checkPorts fails early, naming the port, when a fixed port is taken.
 func (d *demo) checkPorts() error {
-	if d.cfg.Backend == BackendEtcd && d.cfg.EtcdPort != 0 {
-		if err := portFree("127.0.0.1", d.cfg.EtcdPort); err != nil {
-			return fmt.Errorf("etcd client port: %w", err)
-		}
+	type fixedPort struct {
+		what string
+		port int
+	}
+	var fixed []fixedPort
+	if d.cfg.Backend == BackendEtcd {
+		fixed = append(fixed, fixedPort{"etcd client port", d.cfg.EtcdPort})
 	}
 	for i := range d.cfg.Members {
-		if p := d.port(d.cfg.MySQLPort, i); p != 0 {
-			if err := portFree("127.0.0.1", p); err != nil {
-				return fmt.Errorf("MySQL port: %w", err)
-			}
+		fixed = append(fixed, fixedPort{"MySQL port", d.port(d.cfg.MySQLPort, i)}, fixedPort{"agent API port", d.port(d.cfg.APIPort, i)})
+	}
+	for _, f := range fixed {
+		if f.port == 0 {
+			continue // picked when it is needed
 		}
-		if p := d.port(d.cfg.APIPort, i); p != 0 {
-			if err := portFree("127.0.0.1", p); err != nil {
-				return fmt.Errorf("agent API port: %w", err)
-			}
+		if _, err := bindPort(f.port); err != nil {
+			return fmt.Errorf("%s: %w", f.what, err)
 		}
 	}
 	return nil
+}
+
+// bindPort checks that 127.0.0.1:port can be bound, so that a port in use
+// fails with a message naming it rather than deep inside a child's log, and
+// returns it; port 0 picks one that was free a moment ago.
+func bindPort(port int) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	switch {
+	case err != nil && port == 0:
+		return 0, fmt.Errorf("no free port on 127.0.0.1: %w", err)
+	case err != nil:
+		return 0, fmt.Errorf("127.0.0.1:%d is in use (by another server?); choose other ports, e.g. make demo DEMO_FLAGS=\"--etcd-port=12379 --mysql-port=13307 --api-port=18008\": %w", port, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (d *demo) run(ctx context.Context) error {
@@ -229,7 +247,7 @@ func (d *demo) run(ctx context.Context) error {
 			return err
 		}
 		d.be = e
-		d.p.done("%s", e.etcd.Endpoint())
+		d.p.done("%s", e.endpoint())
 	case BackendKubernetes:
 		k := &kubeBackend{cfg: d.cfg, track: d.track, podIP: map[string]string{}, seenEvt: map[string]bool{}}
 		d.be = k // set first: teardown stops whatever part of it started
@@ -401,12 +419,9 @@ func (d *demo) startAgents() error {
 	}
 	var where []string
 	for i, m := range d.members {
-		port := d.port(d.cfg.APIPort, i)
-		if port == 0 {
-			var err error
-			if port, err = freePort("127.0.0.1"); err != nil {
-				return err
-			}
+		port, err := bindPort(d.port(d.cfg.APIPort, i))
+		if err != nil {
+			return err
 		}
 		m.listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		m.apiURL = "http://" + m.listen
@@ -964,33 +979,34 @@ func processesUnder(dir string) []string {
 // ---- etcd backend ----
 
 type etcdBackend struct {
-	etcd *embeddedEtcd
+	etcd *etcdtest.Server
 }
 
+// startEtcdBackend starts the embedded etcd of dcs/etcd/etcdtest, the tests'
+// harness, in the work dir, on the fixed client port unless it is 0.
 func startEtcdBackend(cfg Config) (*etcdBackend, error) {
-	dir := filepath.Join(cfg.Dir, "etcd")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	e, err := startEtcd(dir, cfg.EtcdPort)
+	e, err := etcdtest.Launch(filepath.Join(cfg.Dir, "etcd"), etcdtest.WithClientPort(cfg.EtcdPort))
 	if err != nil {
 		return nil, err
 	}
 	return &etcdBackend{etcd: e}, nil
 }
 
+// endpoint is etcd's loopback client URL.
+func (e *etcdBackend) endpoint() string { return e.etcd.Endpoints()[0] }
+
 func (e *etcdBackend) prepare(context.Context, *progress, []*member) error { return nil }
 
 func (e *etcdBackend) agentArgs(*member) []string {
-	return []string{"--dcs=etcd", "--etcd-endpoints=" + e.etcd.Endpoint()}
+	return []string{"--dcs=etcd", "--etcd-endpoints=" + e.endpoint()}
 }
 
 func (e *etcdBackend) ctlArgs() []string {
-	return []string{"--dcs=etcd", "--etcd-endpoints=" + e.etcd.Endpoint()}
+	return []string{"--dcs=etcd", "--etcd-endpoints=" + e.endpoint()}
 }
 
 func (e *etcdBackend) env() []string {
-	return []string{"MYSQLHA_DCS=etcd", "MYSQLHA_ETCD_ENDPOINTS=" + e.etcd.Endpoint()}
+	return []string{"MYSQLHA_DCS=etcd", "MYSQLHA_ETCD_ENDPOINTS=" + e.endpoint()}
 }
 
 func (e *etcdBackend) show(context.Context, *progress, string) error { return nil }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the demo's writer and the test.
@@ -101,9 +103,9 @@ func TestDemoCIKubernetes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver, real MariaDB servers, etcd and agents; skipped with -short")
 	}
-	kubeBin := os.Getenv("KUBE_BIN_DIR")
-	if kubeBin == "" {
-		kubeBin = filepath.Join("..", "bin", "k8s-v1.37.2")
+	kubeBin, err := kubetest.BinDir()
+	if err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(kubeBin, "kube-apiserver")); err != nil {
 		t.Skipf("no kube-apiserver in %s (make kube-bin builds it)", kubeBin)

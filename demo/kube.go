@@ -20,17 +20,24 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	dcskube "github.com/mysqlha/mysqlha/dcs/kubernetes"
+	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
 )
 
 // The Kubernetes mode runs the same cluster with --dcs=kubernetes against a
 // real kube-apiserver (storage: another embedded etcd) and
-// kube-controller-manager (EndpointSlices). No kubelet runs: the demo creates
+// kube-controller-manager (EndpointSlices), both started by
+// dcs/kubernetes/kubetest, the tests' harness. No kubelet runs: the demo creates
 // the Pod objects and reports them Running and Ready through pods/status,
 // as a kubelet would, with addresses from the benchmarking range
 // 198.18.0.0/15 (EndpointSlices reject loopback). Those addresses are data
 // only: mysqld and the agents still talk over loopback
 // (--advertise-mysql-addr, --advertise-api-url).
 const (
+	// kubeAdminUser is the demo's and agentctl's identity (system:masters).
+	kubeAdminUser = "mysqlha-demo-admin"
+	// kubeAgentUser is the agents' identity: bound to a Role with exactly the
+	// rules the agent declares (leases; pods get/patch; events create).
+	kubeAgentUser = "mysqlha-agent"
 	kubeNamespace = "mysqlha-demo"
 	kubeNode      = "demo-node"
 	// The agent's default label keys (README, agent/podrole).
@@ -43,8 +50,8 @@ const (
 type kubeBackend struct {
 	cfg     Config
 	dir     string
-	etcd    *embeddedEtcd
-	cp      *controlPlane
+	api     *kubetest.APIServer // with its own embedded etcd
+	cm      *kubetest.ControllerManager
 	client  kubernetes.Interface
 	track   func(pid int, what string)
 	podIP   map[string]string
@@ -61,56 +68,25 @@ func (k *kubeBackend) leaseName() string       { return k.cfg.Cluster + "-leader
 // cluster's namespace, Node, RBAC and Services. On error, stop cleans up
 // whatever did start.
 func (k *kubeBackend) start(ctx context.Context, p *progress) error {
-	for _, b := range []string{"kube-apiserver", "kube-controller-manager"} {
-		if st, err := os.Stat(filepath.Join(k.cfg.KubeBinDir, b)); err != nil || st.IsDir() {
-			return fmt.Errorf("%s not found in %s: run `make kube-bin` (or `make demo-k8s`, which builds it; about 8 min the first time)", b, k.cfg.KubeBinDir)
-		}
-	}
 	k.dir = filepath.Join(k.cfg.Dir, "k8s")
-	if err := os.MkdirAll(filepath.Join(k.dir, "etcd"), 0o755); err != nil {
-		return err
-	}
-
-	p.start("starting etcd for the kube-apiserver (embedded, in this process)")
+	p.start("starting kube-apiserver (%s) on an embedded etcd (in this process)", k.cfg.KubeBinDir)
 	var err error
-	if k.etcd, err = startEtcd(filepath.Join(k.dir, "etcd"), 0); err != nil {
-		return err
-	}
-	p.done("%s", k.etcd.Endpoint())
-
-	p.start("starting kube-apiserver (%s)", k.cfg.KubeBinDir)
-	k.cp = &controlPlane{dir: k.dir}
-	if err := k.cp.writeCerts(); err != nil {
-		return err
-	}
-	err = k.cp.startAPIServer(k.cfg.KubeBinDir, k.etcd.Endpoint())
-	if k.cp.apiserver != nil {
-		k.track(k.cp.apiserver.pid(), "kube-apiserver")
-	}
+	k.api, err = kubetest.Launch(k.dir, kubetest.WithBinDir(k.cfg.KubeBinDir), kubetest.WithUserNames(kubeAdminUser, kubeAgentUser))
 	if err != nil {
 		return err
 	}
-	p.done("%s ready", k.cp.url)
-	if k.client, err = kubernetes.NewForConfig(k.cp.restConfig()); err != nil {
+	k.track(k.api.Pid(), "kube-apiserver")
+	p.done("%s ready; its storage: etcd %s", k.api.URL(), k.api.Etcd.Endpoints()[0])
+	if k.client, err = kubernetes.NewForConfig(k.api.Config()); err != nil {
 		return err
 	}
 
+	// Ready once the serviceaccount controller has created default/default.
 	p.start("starting kube-controller-manager (EndpointSlice and ServiceAccount controllers)")
-	err = k.cp.startControllerManager(k.cfg.KubeBinDir)
-	if k.cp.controller != nil {
-		k.track(k.cp.controller.pid(), "kube-controller-manager")
-	}
-	if err != nil {
+	if k.cm, err = k.api.LaunchControllerManager(); err != nil {
 		return err
 	}
-	// The serviceaccount controller creating default/default shows that the
-	// controllers run.
-	if err := k.waitFor(ctx, kubeReady, "kube-controller-manager to run", func(ctx context.Context) bool {
-		_, err := k.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-		return err == nil && k.cp.controller.running()
-	}); err != nil {
-		return fmt.Errorf("%w; last lines of %s:\n%s", err, k.cp.controller.log, tail(k.cp.controller.log, 30))
-	}
+	k.track(k.cm.Pid(), "kube-controller-manager")
 	p.done("running")
 
 	p.start("creating namespace %s, Node %s, the agents' RBAC Role and Services %s, %s",
@@ -120,33 +96,21 @@ func (k *kubeBackend) start(ctx context.Context, p *progress) error {
 	}
 	k.adminKubeconfig = filepath.Join(k.dir, "admin.kubeconfig")
 	k.agentKubeconfig = filepath.Join(k.dir, "agent.kubeconfig")
-	if err := k.cp.writeKubeconfig(k.adminKubeconfig, kubeAdminUser, k.cp.adminToken, kubeNamespace); err != nil {
+	if err := k.api.SaveKubeconfig(k.adminKubeconfig, kubeNamespace); err != nil {
 		return err
 	}
-	if err := k.cp.writeKubeconfig(k.agentKubeconfig, kubeAgentUser, k.cp.agentToken, kubeNamespace); err != nil {
+	if err := k.api.SaveUnprivilegedKubeconfig(k.agentKubeconfig, kubeNamespace); err != nil {
+		return err
+	}
+	// For the curl line of tryLines.
+	if err := os.WriteFile(k.adminTokenFile(), []byte(k.api.Config().BearerToken+"\n"), 0o600); err != nil {
 		return err
 	}
 	p.done("created; the agents authenticate as %q, bound only to that Role", kubeAgentUser)
 	return nil
 }
 
-func (k *kubeBackend) waitFor(ctx context.Context, timeout time.Duration, what string, ok func(context.Context) bool) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		done := ok(cctx)
-		cancel()
-		if done {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s", timeout, what)
-		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
+func (k *kubeBackend) adminTokenFile() string { return filepath.Join(k.dir, "admin-token") }
 
 func (k *kubeBackend) createObjects(ctx context.Context) error {
 	c := k.client
@@ -219,18 +183,8 @@ func (k *kubeBackend) prepare(ctx context.Context, p *progress, ms []*member) er
 		if err != nil {
 			return fmt.Errorf("creating pod %s: %w", m.name, err)
 		}
-		ip := k.podIP[m.name]
-		now := metav1.Now()
-		pod.Status = corev1.PodStatus{
-			Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, HostIP: "198.18.0.1",
-			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			},
-		}
-		if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("reporting pod %s ready: %w", m.name, err)
+		if err := kubetest.ReportPodReady(ctx, k.client, pod, k.podIP[m.name], "198.18.0.1"); err != nil {
+			return err
 		}
 	}
 	p.done("created (the pod IPs are data for the EndpointSlices; mysqld and the agents talk over loopback)")
@@ -255,7 +209,7 @@ func (k *kubeBackend) tryLines() []string {
 		"The Kubernetes objects, through the API server (kubectl, if installed, works with the KUBECONFIG above):",
 		"",
 		fmt.Sprintf(`  k8s() { curl -s --cacert %s -H "Authorization: Bearer $(cat %s)" "%s$1"; }`,
-			filepath.Join(k.dir, "ca.crt"), filepath.Join(k.dir, "admin-token"), k.cp.url),
+			filepath.Join(k.api.Dir(), "ca.crt"), k.adminTokenFile(), k.api.URL()),
 		fmt.Sprintf("  k8s /apis/coordination.k8s.io/v1/namespaces/%s/leases/%s                 # the lock", kubeNamespace, k.leaseName()),
 		fmt.Sprintf("  k8s '/api/v1/namespaces/%s/pods?labelSelector=%s%%3Dprimary'        # the primary pod", kubeNamespace, roleLabel),
 		fmt.Sprintf("  k8s '/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices?labelSelector=kubernetes.io/service-name%%3D%s'",
@@ -492,22 +446,26 @@ func orNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
+// stop kills the control plane: its state is thrown away with the work dir,
+// so a graceful shutdown would only cost time.
 func (k *kubeBackend) stop() {
-	if k.cp != nil {
-		k.cp.stop()
+	if k.cm != nil {
+		k.cm.Kill()
 	}
-	if k.etcd != nil {
-		k.etcd.Stop()
+	if k.api != nil {
+		k.api.Close()
 	}
 }
 
 func (k *kubeBackend) dumpLogs(p *progress) {
-	if k.cp == nil {
-		return
+	var logs []string
+	if k.api != nil {
+		logs = append(logs, k.api.LogFile())
 	}
-	for _, c := range []*childProcess{k.cp.apiserver, k.cp.controller} {
-		if c != nil {
-			p.plain("----- last 15 lines of %s -----\n%s", c.log, tail(c.log, 15))
-		}
+	if k.cm != nil {
+		logs = append(logs, k.cm.LogFile())
+	}
+	for _, l := range logs {
+		p.plain("----- last 15 lines of %s -----\n%s", l, tail(l, 15))
 	}
 }

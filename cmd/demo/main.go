@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
 	"github.com/mysqlha/mysqlha/demo"
 )
 
@@ -35,7 +36,8 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Cluster, "cluster", "demo", "cluster name")
 	fs.BoolVar(&cfg.CI, "ci", false, "non-interactive: check bootstrap, failover drill and rejoin, then stop everything")
 	k8s := fs.Bool("k8s", false, "use a local kube-apiserver (Leases, pod labels, Services) instead of the embedded etcd")
-	fs.StringVar(&cfg.KubeBinDir, "kube-bin", "", "directory holding kube-apiserver and kube-controller-manager (default: $KUBE_BIN_DIR, else <bin>/k8s-v1.37.2)")
+	kubeBin := "k8s-" + kubetest.KubernetesVersion
+	fs.StringVar(&cfg.KubeBinDir, "kube-bin", "", "directory holding kube-apiserver and kube-controller-manager (default: $KUBE_BIN_DIR, else <bin>/"+kubeBin+")")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the work dir (logs) at exit")
 	fs.IntVar(&cfg.EtcdPort, "etcd-port", 2379, "etcd client port (0: any free port)")
 	fs.IntVar(&cfg.MySQLPort, "mysql-port", 3307, "first member's MariaDB port; the others use the next ones (0: free ports)")
@@ -68,7 +70,7 @@ Flags:
 		cfg.KubeBinDir = os.Getenv("KUBE_BIN_DIR")
 	}
 	if cfg.KubeBinDir == "" {
-		cfg.KubeBinDir = filepath.Join(cfg.BinDir, "k8s-v1.37.2")
+		cfg.KubeBinDir = filepath.Join(cfg.BinDir, kubeBin)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()

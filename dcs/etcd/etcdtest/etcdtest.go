@@ -1,10 +1,13 @@
 // Package etcdtest starts a real, single-member etcd v3 server in-process
-// (go.etcd.io/etcd/server/v3/embed) for tests and benchmarks.
+// (go.etcd.io/etcd/server/v3/embed) for tests, benchmarks and the demo.
 //
-// Start guarantees that, when it returns, the server has elected itself leader
-// and serves the v3 gRPC API on http://127.0.0.1:<free port> (plus any
-// WithClientHost addresses), with its data in tb.TempDir(). The server is
-// stopped by tb.Cleanup; Stop stops it earlier to simulate a dead DCS.
+// Start and Launch guarantee that, when they return, the server has elected
+// itself leader and serves the v3 gRPC API on http://127.0.0.1:<port> (a free
+// port unless WithClientPort; plus any WithClientHost addresses). Start keeps
+// its data in tb.TempDir() and stops the server by tb.Cleanup; Launch, for
+// programs without a testing.TB, keeps it in the directory it is given and
+// leaves stopping to the caller. Stop stops either earlier, e.g. to simulate a
+// dead DCS.
 //
 // # Timing and the minimal lease TTL
 //
@@ -26,6 +29,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,7 +44,7 @@ import (
 )
 
 const (
-	// readyTimeout bounds how long Start waits for the member to become leader.
+	// readyTimeout bounds how long Launch waits for the member to become leader.
 	readyTimeout = 20 * time.Second
 	// Heartbeat and election timeout of the embedded member; see the package doc.
 	tickMs     = 50
@@ -53,11 +57,19 @@ const (
 	startAttempts = 3
 )
 
-// Option configures Start.
+// Option configures Start and Launch.
 type Option func(*options)
 
 type options struct {
+	clientPort  int
 	clientHosts []string
+}
+
+// WithClientPort makes the server serve loopback clients on
+// http://127.0.0.1:port instead of a free port (0, the default); e.g. the
+// demo's well-known 2379. Launch fails if the port is taken.
+func WithClientPort(port int) Option {
+	return func(o *options) { o.clientPort = port }
 }
 
 // WithClientHost makes the server also serve clients on host (an IP address
@@ -100,10 +112,24 @@ func (g *grpcServers) stop() {
 	}
 }
 
-// Start starts an etcd member, waits until it is ready (failing tb after 20 s),
-// and registers its shutdown with tb.Cleanup.
+// Start starts an etcd member in tb.TempDir() (see Launch), failing tb if it
+// is not ready within 20 s, and registers its shutdown with tb.Cleanup.
 func Start(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
+	s, err := Launch(tb.TempDir(), opts...)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Launch starts a new single-member cluster with its data in dir/data and
+// its log in dir/etcd.log, and waits until it is leader (20 s at most). dir
+// is created if missing; dir/data is Launch's own and emptied first, as the
+// member is always a new one. The caller owns the server: Stop ends it, and
+// dir is left in place.
+func Launch(dir string, opts ...Option) (*Server, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -111,40 +137,50 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	hosts := append([]string{"127.0.0.1"}, o.clientHosts...)
 	for _, h := range hosts {
 		if net.ParseIP(h) == nil {
-			tb.Fatalf("etcdtest: client host %q is not an IP address", h)
+			return nil, fmt.Errorf("etcdtest: client host %q is not an IP address", h)
 		}
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcdtest: %w", err)
+	}
 
+	logFile := filepath.Join(dir, "etcd.log")
+	dataDir := filepath.Join(dir, "data")
 	var lastErr error
 	for attempt := 0; attempt < startAttempts; attempt++ {
-		dir := tb.TempDir()
-		logFile := filepath.Join(dir, "etcd.log")
+		if err := os.RemoveAll(dataDir); err != nil {
+			return nil, fmt.Errorf("etcdtest: %w", err)
+		}
 		gs := &grpcServers{}
-		e, err := start(filepath.Join(dir, "data"), logFile, hosts, gs)
+		e, err := start(dataDir, logFile, hosts, o.clientPort, gs)
 		if err == nil {
 			s := &Server{etcd: e, grpc: gs, logFile: logFile}
 			for _, u := range e.Config().AdvertiseClientUrls {
 				s.endpoints = append(s.endpoints, u.String())
 			}
-			tb.Cleanup(s.Stop)
-			return s
+			return s, nil
 		}
 		lastErr = err
 		if !isAddrInUse(err) {
 			break
 		}
 	}
-	tb.Fatalf("etcdtest: starting embedded etcd on %v: %v", hosts, lastErr)
-	return nil
+	return nil, fmt.Errorf("etcdtest: starting embedded etcd on %v: %w", hosts, lastErr)
 }
 
-func start(dir, logFile string, hosts []string, gs *grpcServers) (*embed.Etcd, error) {
+// start starts the member serving clients on hosts, hosts[0] on clientPort
+// when it is not 0 and everything else on free ports.
+func start(dir, logFile string, hosts []string, clientPort int, gs *grpcServers) (*embed.Etcd, error) {
 	peer, err := freeURL("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
 	var clients []url.URL
-	for _, h := range hosts {
+	for i, h := range hosts {
+		if i == 0 && clientPort != 0 {
+			clients = append(clients, url.URL{Scheme: "http", Host: net.JoinHostPort(h, strconv.Itoa(clientPort))})
+			continue
+		}
 		u, err := freeURL(h)
 		if err != nil {
 			return nil, err
@@ -205,8 +241,8 @@ func isAddrInUse(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "address already in use")
 }
 
-// LogFile returns the path of the member's log (error level and above); it
-// lives in a tb.TempDir and is removed with it.
+// LogFile returns the path of the member's log (error level and above),
+// dir/etcd.log of Launch; Start's lives in a tb.TempDir and is removed with it.
 func (s *Server) LogFile() string { return s.logFile }
 
 // Endpoints returns the client URLs ("http://127.0.0.1:port" first, then one

@@ -2,6 +2,11 @@ package etcdtest_test
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +106,45 @@ func TestWithClientHost(t *testing.T) {
 	defer cancel()
 	if _, err := cli.Put(ctx, "k", "v"); err != nil {
 		t.Fatalf("put via %s: %v", eps[1], err)
+	}
+}
+
+// TestLaunchFixedClientPort runs the TB-free entry point as the demo does: a
+// fixed client port, state in a given directory, stopped by the caller. A
+// second member on the same port must fail rather than pick another port.
+func TestLaunchFixedClientPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	dir := t.TempDir()
+	srv, err := etcdtest.Launch(dir, etcdtest.WithClientPort(port))
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	defer srv.Stop()
+	if want := fmt.Sprintf("http://127.0.0.1:%d", port); srv.Endpoints()[0] != want {
+		t.Fatalf("endpoints %v, want %s first", srv.Endpoints(), want)
+	}
+	if srv.LogFile() != filepath.Join(dir, "etcd.log") {
+		t.Errorf("LogFile() = %s, want it in %s", srv.LogFile(), dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "member")); err != nil {
+		t.Errorf("no member data in %s: %v", dir, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := srv.Client(t).Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+
+	if other, err := etcdtest.Launch(t.TempDir(), etcdtest.WithClientPort(port)); err == nil {
+		other.Stop()
+		t.Fatalf("a second member started on the taken port %d", port)
+	} else if !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("second member on a taken port failed with %v, want address already in use", err)
 	}
 }

@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -30,10 +26,7 @@ var Controllers = []string{
 
 // ControllerManager is a running kube-controller-manager.
 type ControllerManager struct {
-	logFile  string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	stopOnce sync.Once
+	proc *process
 }
 
 // StartControllerManager runs kube-controller-manager with Controllers
@@ -44,100 +37,92 @@ type ControllerManager struct {
 //
 // EndpointSlices only list Pods that have spec.nodeName, a pod IP that is not
 // loopback and a Ready condition (set through the pods/status subresource);
-// no kubelet runs here, so tests set all that themselves.
+// no kubelet runs here, so tests set all that themselves (ReportPodReady).
 func (s *APIServer) StartControllerManager(tb testing.TB) *ControllerManager {
 	tb.Helper()
-	bin, _ := binary(tb, "kube-controller-manager")
-	kubeconfig := filepath.Join(s.dir, "controller-manager.kubeconfig")
-	if err := s.writeKubeconfig(kubeconfig, AdminUser, s.adminToken); err != nil {
-		tb.Fatalf("kubetest: writing %s: %v", kubeconfig, err)
-	}
-	cm := &ControllerManager{logFile: filepath.Join(s.dir, "kube-controller-manager.log"), exited: make(chan struct{})}
-	logf, err := os.Create(cm.logFile)
+	cm, err := s.LaunchControllerManager()
 	if err != nil {
-		tb.Fatalf("kubetest: %v", err)
+		tb.Fatalf("%v", err)
 	}
-	defer logf.Close()
+	// Killed, not stopped gracefully, at cleanup: its state is thrown away.
+	tb.Cleanup(cm.Kill)
+	return cm
+}
 
-	cm.cmd = exec.Command(bin,
-		"--kubeconfig="+kubeconfig,
-		"--controllers="+strings.Join(Controllers, ","),
-		"--service-account-private-key-file="+s.saKeyFile,
-		"--root-ca-file="+filepath.Join(s.dir, "ca.crt"),
+// LaunchControllerManager is StartControllerManager for programs without a
+// testing.TB: the caller stops the controller manager (Stop or Kill) before
+// closing s. It runs from the directory of s's kube-apiserver (WithBinDir),
+// with its kubeconfig and log in s.Dir().
+func (s *APIServer) LaunchControllerManager() (*ControllerManager, error) {
+	bin, err := binary(s.binDir, "kube-controller-manager")
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(s.dir, "controller-manager.kubeconfig")
+	if err := s.SaveKubeconfig(kubeconfig, ""); err != nil {
+		return nil, err
+	}
+	c, err := kubernetes.NewForConfig(s.Config())
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--controllers=" + strings.Join(Controllers, ","),
+		"--service-account-private-key-file=" + s.saKeyFile,
+		"--root-ca-file=" + filepath.Join(s.dir, "ca.crt"),
 		"--use-service-account-credentials=false",
 		"--leader-elect=false",
 		// No HTTPS endpoint (healthz, metrics): nothing here uses it, and it
 		// would need a port and delegated authentication.
 		"--secure-port=0",
-	)
-	cm.cmd.Stdout, cm.cmd.Stderr = logf, logf
-	cm.cmd.Dir = s.dir
-	cm.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	began := time.Now()
-	if err := cm.cmd.Start(); err != nil {
-		tb.Fatalf("kubetest: starting %s: %v", bin, err)
 	}
-	go func() {
-		_ = cm.cmd.Wait()
-		close(cm.exited)
-	}()
-
-	if err := cm.waitReady(s); err != nil {
-		cm.kill()
-		tb.Fatalf("kubetest: kube-controller-manager did not start after %v: %v\n--- last lines of %s:\n%s",
-			time.Since(began).Round(time.Millisecond), err, cm.logFile, tail(cm.logFile, 40))
+	logFile := filepath.Join(s.dir, "kube-controller-manager.log")
+	p, err := launchProcess("kube-controller-manager", bin, s.dir, logFile, args, func(ctx context.Context) error {
+		_, err := c.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return errors.New("ServiceAccount default/default not created yet")
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
 	}
-	// Killed, not stopped gracefully, at cleanup: its state is thrown away.
-	tb.Cleanup(func() { cm.stopOnce.Do(cm.kill) })
-	return cm
+	return &ControllerManager{proc: p}, nil
 }
 
-func (cm *ControllerManager) waitReady(s *APIServer) error {
-	c, err := kubernetes.NewForConfig(s.Config())
-	if err != nil {
-		return err
+// ReportPodReady plays the kubelet, which does not run here: it reports pod
+// (created with spec.nodeName) Running and Ready with podIP and hostIP
+// through the pods/status subresource, which is what an EndpointSlice needs
+// to list it. podIP is only data; it must not be loopback.
+func ReportPodReady(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, podIP, hostIP string) error {
+	now := metav1.Now()
+	pod = pod.DeepCopy()
+	pod.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: podIP, PodIPs: []corev1.PodIP{{IP: podIP}}, HostIP: hostIP,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
 	}
-	deadline := time.Now().Add(readyTimeout)
-	lastErr := errors.New("no answer yet")
-	for time.Now().Before(deadline) {
-		select {
-		case <-cm.exited:
-			return errors.New("process exited")
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if !apierrors.IsNotFound(err) {
-			lastErr = err
-		} else {
-			lastErr = fmt.Errorf("ServiceAccount default/default not created yet")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, err := c.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("kubetest: reporting pod %s/%s ready: %w", pod.Namespace, pod.Name, err)
 	}
-	return fmt.Errorf("not ready within %v: %w", readyTimeout, lastErr)
+	return nil
 }
 
 // LogFile returns the path of the controller manager's stdout and stderr.
-func (cm *ControllerManager) LogFile() string { return cm.logFile }
+func (cm *ControllerManager) LogFile() string { return cm.proc.logFile }
 
-func (cm *ControllerManager) kill() {
-	_ = syscall.Kill(-cm.cmd.Process.Pid, syscall.SIGKILL)
-	<-cm.exited
-}
+// Pid returns the controller manager's process id.
+func (cm *ControllerManager) Pid() int { return cm.proc.pid() }
 
 // Stop terminates the controller manager (SIGTERM, SIGKILL after 10 s) and
-// waits for it. It is idempotent and also run by tb.Cleanup.
-func (cm *ControllerManager) Stop() {
-	cm.stopOnce.Do(func() {
-		_ = syscall.Kill(-cm.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-cm.exited:
-		case <-time.After(stopGrace):
-			cm.kill()
-		}
-	})
-}
+// waits for it. Stop and Kill are idempotent; only the first call of either
+// acts.
+func (cm *ControllerManager) Stop() { cm.proc.stop() }
+
+// Kill stops the controller manager at once with SIGKILL and waits for it;
+// tb.Cleanup does this for StartControllerManager.
+func (cm *ControllerManager) Kill() { cm.proc.killOnce() }

@@ -1,14 +1,23 @@
 package kubetest_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
 )
@@ -60,16 +69,8 @@ func TestEndpointSlice(t *testing.T) {
 		t.Fatalf("pod: %v", err)
 	}
 	// No kubelet: the test plays its part. The IP is only data.
-	pod.Status = corev1.PodStatus{
-		Phase:  corev1.PodRunning,
-		PodIP:  "198.18.0.10",
-		PodIPs: []corev1.PodIP{{IP: "198.18.0.10"}},
-		Conditions: []corev1.PodCondition{{
-			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(),
-		}},
-	}
-	if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("pod status: %v", err)
+	if err := kubetest.ReportPodReady(ctx, c, pod, "198.18.0.10", "198.18.0.1"); err != nil {
+		t.Fatal(err)
 	}
 
 	for {
@@ -92,5 +93,78 @@ func TestEndpointSlice(t *testing.T) {
 			t.Fatalf("no ready endpoint for mysql-0 in %v", slices.Items)
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// TestLaunchWithoutTB runs the TB-free entry points as the demo does: own
+// user names, kubeconfigs with a namespace, a controller manager, and Close
+// ending every process and etcd.
+func TestLaunchWithoutTB(t *testing.T) {
+	binDir, err := kubetest.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	srv, err := kubetest.Launch(dir, kubetest.WithBinDir(binDir), kubetest.WithUserNames("demo-admin", "demo-agent"))
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			srv.Close()
+		}
+	}()
+	if srv.Dir() != dir {
+		t.Errorf("Dir() = %s, want %s", srv.Dir(), dir)
+	}
+	if ca, err := os.ReadFile(filepath.Join(dir, "ca.crt")); err != nil || !bytes.Equal(ca, srv.CAPEM()) {
+		t.Errorf("Dir()/ca.crt is not CAPEM(): %v", err)
+	}
+	cm, err := srv.LaunchControllerManager()
+	if err != nil {
+		t.Fatalf("LaunchControllerManager: %v", err)
+	}
+
+	// The unprivileged kubeconfig names the namespace, and the apiserver
+	// knows its user by the given name.
+	kc := filepath.Join(dir, "agent.kubeconfig")
+	if err := srv.SaveUnprivilegedKubeconfig(kc, "demo-ns"); err != nil {
+		t.Fatal(err)
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kc}, &clientcmd.ConfigOverrides{})
+	if ns, _, err := loader.Namespace(); err != nil || ns != "demo-ns" {
+		t.Errorf("kubeconfig namespace %q, %v; want demo-ns", ns, err)
+	}
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.CoordinationV1().Leases("demo-ns").Get(ctx, "x", metav1.GetOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `User "demo-agent"`) {
+		t.Errorf("unprivileged get: %v, want 403 for User \"demo-agent\"", err)
+	}
+
+	pids := []int{srv.Pid(), cm.Pid()}
+	cm.Kill()
+	srv.Close()
+	closed = true
+	srv.Close() // idempotent
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("pid %d still exists after Close (kill -0: %v)", pid, err)
+		}
+	}
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(srv.Etcd.Endpoints()[0], "http://"), time.Second)
+	if err == nil {
+		conn.Close()
+		t.Errorf("etcd still accepts connections after Close")
 	}
 }

@@ -2,11 +2,15 @@
 // KubernetesVersion by `make kube-bin`) as a child process, backed by an
 // in-process etcd from etcdtest, for tests of the Kubernetes DCS and agents.
 //
-// Start guarantees that, when it returns, /readyz answers ok, RBAC is the only
-// authorizer, and two static token users exist: an admin (group system:masters)
-// and UnprivilegedUser, who has no RBAC bindings at all (every request is 403
-// until a test binds a Role to it). The server is stopped by tb.Cleanup, and
-// dies with the test binary even if that panics or is killed (Pdeathsig).
+// Start and Launch guarantee that, when they return, /readyz answers ok, RBAC
+// is the only authorizer, and two static token users exist: an admin (group
+// system:masters) and an unprivileged user, who has no RBAC bindings at all
+// (every request is 403 until a test binds a Role to it); their names are
+// AdminUser and UnprivilegedUser unless WithUserNames. Start's server is
+// stopped by tb.Cleanup; Launch, for programs without a testing.TB (the
+// demo), leaves that to the caller (Close). Either way the apiserver dies
+// with the process that started it even if that panics or is killed
+// (Pdeathsig).
 //
 // Choices, and why:
 //   - Serving certificate: the package makes its own CA and serving
@@ -47,12 +51,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,11 +73,13 @@ const (
 	// harness runs; they live in <repo>/bin/k8s-<KubernetesVersion>/.
 	KubernetesVersion = "v1.37.2"
 
-	// AdminUser is the user name of Config's token (group system:masters).
+	// AdminUser is the user name of Config's token (group system:masters)
+	// unless WithUserNames.
 	AdminUser = "kubetest-admin"
-	// UnprivilegedUser is the user name of UnprivilegedConfig's token. It is
-	// authenticated (group system:authenticated only) but has no RBAC
-	// bindings: tests use it for 403s and to grant least-privilege Roles.
+	// UnprivilegedUser is the user name of UnprivilegedConfig's token unless
+	// WithUserNames. It is authenticated (group system:authenticated only)
+	// but has no RBAC bindings: tests use it for 403s and to grant
+	// least-privilege Roles.
 	UnprivilegedUser = "kubetest-unprivileged"
 
 	// ServiceClusterIPRange is only an allocation range inside the apiserver;
@@ -95,12 +98,15 @@ const (
 	module        = "github.com/mysqlha/mysqlha"
 )
 
-// Option configures Start.
+// Option configures Start and Launch.
 type Option func(*options)
 
 type options struct {
 	bindAddress      string
 	advertiseAddress string
+	binDir           string
+	adminUser        string
+	unprivilegedUser string
 }
 
 // WithBindAddress sets --bind-address: "0.0.0.0" to serve on every local
@@ -119,21 +125,36 @@ func WithAdvertiseAddress(ip string) Option {
 	return func(o *options) { o.advertiseAddress = ip }
 }
 
+// WithBinDir runs kube-apiserver (and kube-controller-manager) from dir
+// instead of BinDir().
+func WithBinDir(dir string) Option {
+	return func(o *options) { o.binDir = dir }
+}
+
+// WithUserNames names the admin and the unprivileged token users instead of
+// AdminUser and UnprivilegedUser, so that RBAC bindings, Events and logs show
+// a program's own identities (the demo's agents are "mysqlha-agent"). A name
+// must not contain a comma, a quote or a line break (the token file is CSV).
+func WithUserNames(admin, unprivileged string) Option {
+	return func(o *options) { o.adminUser, o.unprivilegedUser = admin, unprivileged }
+}
+
 // APIServer is a running kube-apiserver.
 type APIServer struct {
-	// Etcd is the apiserver's storage.
+	// Etcd is the apiserver's storage, in Dir()/etcd.
 	Etcd *etcdtest.Server
 
 	dir         string
+	binDir      string
 	url         string
 	caPEM       []byte
+	adminUser   string
 	adminToken  string
+	unprivUser  string
 	unprivToken string
 	saKeyFile   string
 	logFile     string
-	cmd         *exec.Cmd
-	exited      chan struct{} // closed when the process has been reaped
-	stopOnce    sync.Once
+	proc        *process
 	bindAddress string
 	advertise   string
 }
@@ -173,33 +194,49 @@ func repoRoot() (string, error) {
 	}
 }
 
-// binary returns the path of a control-plane binary or fails tb with the fix.
-func binary(tb testing.TB, name string) (string, string) {
-	tb.Helper()
-	dir, err := BinDir()
-	if err != nil {
-		tb.Fatalf("kubetest: locating %s: %v", name, err)
+// binary returns the path of a control-plane binary in dir (BinDir() when
+// empty), or an error that names the fix.
+func binary(dir, name string) (string, error) {
+	if dir == "" {
+		var err error
+		if dir, err = BinDir(); err != nil {
+			return "", fmt.Errorf("kubetest: locating %s: %w", name, err)
+		}
 	}
 	p := filepath.Join(dir, name)
 	if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		tb.Fatalf("kubetest: %s not found at %s: run `make kube-bin` (builds k8s.io/kubernetes %s into bin/, ~8 min the first time), or set KUBE_BIN_DIR",
+		return "", fmt.Errorf("kubetest: %s not found at %s: run `make kube-bin` (builds k8s.io/kubernetes %s into bin/, ~8 min the first time), or set KUBE_BIN_DIR",
 			name, p, KubernetesVersion)
 	}
-	return p, dir
+	return p, nil
 }
 
-// Start starts etcd and a kube-apiserver, waits for /readyz (failing tb after
-// 60 s with the tail of the apiserver log), and registers the shutdown of both
-// with tb.Cleanup.
+// Start starts etcd and a kube-apiserver in tb.TempDir() (see Launch),
+// failing tb if /readyz does not answer ok within 60 s (with the tail of the
+// apiserver log), and registers the shutdown of both with tb.Cleanup.
 func Start(tb testing.TB, opts ...Option) *APIServer {
 	tb.Helper()
-	o := options{bindAddress: "127.0.0.1"}
+	s, err := Launch(tb.TempDir(), opts...)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Launch starts an embedded etcd and a kube-apiserver on it, with the
+// certificates, the token file, the log and etcd's data in dir (created if
+// missing), and waits until /readyz answers ok (60 s at most; the error then
+// holds the tail of the apiserver log). The caller owns both: Close ends them
+// (Stop or Kill end the apiserver alone), and dir is left in place.
+func Launch(dir string, opts ...Option) (*APIServer, error) {
+	o := options{bindAddress: "127.0.0.1", adminUser: AdminUser, unprivilegedUser: UnprivilegedUser}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	bind := net.ParseIP(o.bindAddress)
 	if bind == nil {
-		tb.Fatalf("kubetest: bind address %q is not an IP", o.bindAddress)
+		return nil, fmt.Errorf("kubetest: bind address %q is not an IP", o.bindAddress)
 	}
 	if o.advertiseAddress == "" {
 		o.advertiseAddress = o.bindAddress
@@ -208,37 +245,49 @@ func Start(tb testing.TB, opts ...Option) *APIServer {
 		}
 	}
 	if net.ParseIP(o.advertiseAddress) == nil || net.ParseIP(o.advertiseAddress).IsUnspecified() {
-		tb.Fatalf("kubetest: advertise address %q is not a usable IP", o.advertiseAddress)
+		return nil, fmt.Errorf("kubetest: advertise address %q is not a usable IP", o.advertiseAddress)
+	}
+	if !validUserName(o.adminUser) || !validUserName(o.unprivilegedUser) || o.adminUser == o.unprivilegedUser {
+		return nil, fmt.Errorf("kubetest: user names %q and %q: want two different names without commas, quotes or line breaks",
+			o.adminUser, o.unprivilegedUser)
 	}
 
-	bin, _ := binary(tb, "kube-apiserver")
+	bin, err := binary(o.binDir, "kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
 	s := &APIServer{
-		dir:         tb.TempDir(),
+		dir:         dir,
+		binDir:      filepath.Dir(bin),
+		adminUser:   o.adminUser,
+		unprivUser:  o.unprivilegedUser,
 		bindAddress: o.bindAddress,
 		advertise:   o.advertiseAddress,
 	}
 	if err := s.writeFiles(); err != nil {
-		tb.Fatalf("kubetest: preparing apiserver files: %v", err)
+		return nil, fmt.Errorf("kubetest: preparing apiserver files: %w", err)
 	}
-	s.Etcd = etcdtest.Start(tb)
-
-	var err error
+	if s.Etcd, err = etcdtest.Launch(filepath.Join(dir, "etcd")); err != nil {
+		return nil, err
+	}
 	for attempt := 0; attempt < startAttempts; attempt++ {
 		if err = s.start(bin); err == nil {
-			tb.Cleanup(s.Kill)
-			return s
+			return s, nil
 		}
 		if !strings.Contains(err.Error(), "address already in use") {
 			break
 		}
 	}
-	tb.Fatalf("kubetest: %v", err)
-	return nil
+	s.Etcd.Stop()
+	return nil, fmt.Errorf("kubetest: %w", err)
 }
 
 // writeFiles generates the CA, serving certificate, service-account key and
 // token file in s.dir.
 func (s *APIServer) writeFiles() error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -305,7 +354,7 @@ func (s *APIServer) writeFiles() error {
 		"sa.key":      pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
 		// token,user,uid,"groups"
 		"tokens.csv": fmt.Appendf(nil, "%s,%s,%s,\"system:masters\"\n%s,%s,%s\n",
-			s.adminToken, AdminUser, AdminUser, s.unprivToken, UnprivilegedUser, UnprivilegedUser),
+			s.adminToken, s.adminUser, s.adminUser, s.unprivToken, s.unprivUser, s.unprivUser),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(s.dir, name), data, 0o600); err != nil {
@@ -313,6 +362,11 @@ func (s *APIServer) writeFiles() error {
 		}
 	}
 	return os.MkdirAll(filepath.Join(s.dir, "cert-dir"), 0o700)
+}
+
+// validUserName: a name that fits a field of the token file, which is CSV.
+func validUserName(name string) bool {
+	return name != "" && !strings.ContainsAny(name, ",\"\r\n")
 }
 
 func randomToken() string {
@@ -323,18 +377,17 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
+// start runs kube-apiserver on a free port and waits until it is ready.
 func (s *APIServer) start(bin string) error {
 	port, err := freePort(s.bindAddress)
 	if err != nil {
 		return err
 	}
 	s.url = "https://" + net.JoinHostPort(s.advertise, strconv.Itoa(port))
-
-	logf, err := os.Create(s.logFile)
+	hc, err := s.httpClient(s.adminToken)
 	if err != nil {
 		return err
 	}
-	defer logf.Close() // the child has its own copy of the descriptor
 
 	f := func(name string) string { return filepath.Join(s.dir, name) }
 	args := []string{
@@ -356,72 +409,28 @@ func (s *APIServer) start(bin string) error {
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Dir = s.dir
-	// Own process group (a ^C to `go test` is handled by the test binary,
-	// which then cleans up), and SIGKILL when the test binary dies for any
-	// reason, so that no apiserver outlives its test. Pdeathsig is tied to the
-	// forking OS thread; the Go runtime does not retire threads except those
-	// of goroutines that exit while locked to them, which we never do.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	began := time.Now()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", bin, err)
-	}
-	s.cmd = cmd
-	s.exited = make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(s.exited)
-	}()
-
-	if err := s.waitReady(); err != nil {
-		s.kill()
-		select {
-		case <-s.exited:
-			if waitErr != nil && !strings.Contains(err.Error(), waitErr.Error()) {
-				err = fmt.Errorf("%w (%v)", err, waitErr)
-			}
-		default:
-		}
-		return fmt.Errorf("kube-apiserver %s did not become ready after %v: %w\n--- last lines of %s:\n%s",
-			s.url, time.Since(began).Round(time.Millisecond), err, s.logFile, tail(s.logFile, 40))
-	}
-	return nil
+	s.proc, err = launchProcess("kube-apiserver "+s.url, bin, s.dir, s.logFile, args, func(ctx context.Context) error {
+		return s.readyz(ctx, hc)
+	})
+	return err
 }
 
-func (s *APIServer) waitReady() error {
-	hc, err := s.httpClient(s.adminToken)
+// readyz asks GET /readyz once.
+func (s *APIServer) readyz(ctx context.Context, hc *http.Client) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/readyz", nil)
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(readyTimeout)
-	lastErr := errors.New("no answer yet")
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
-			return errors.New("process exited")
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/readyz", nil)
-		resp, err := hc.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				cancel()
-				return nil
-			}
-			err = fmt.Errorf("/readyz: %s: %s", resp.Status, bytes.TrimSpace(body))
-		}
-		cancel()
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("not ready within %v: last answer: %w", readyTimeout, lastErr)
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/readyz: %s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	return nil
 }
 
 func (s *APIServer) httpClient(token string) (*http.Client, error) {
@@ -468,40 +477,29 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// kill sends SIGKILL to the process group and waits for the process.
-func (s *APIServer) kill() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	<-s.exited
-}
-
 // Stop shuts the apiserver down gracefully (SIGTERM, then SIGKILL after
-// 10 s) and waits for it to exit; etcd keeps running until cleanup. A
-// graceful shutdown takes 1 to 4 s, most of it idle waiting inside the
-// apiserver. Stop and Kill are idempotent; only the first call of either acts.
-func (s *APIServer) Stop() {
-	s.stopOnce.Do(func() {
-		if s.cmd == nil || s.cmd.Process == nil {
-			return
-		}
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-s.exited:
-		case <-time.After(stopGrace):
-			s.kill()
-		}
-	})
-}
+// 10 s) and waits for it to exit; etcd keeps running until Close (for Start:
+// until cleanup). A graceful shutdown takes 1 to 4 s, most of it idle waiting
+// inside the apiserver. Stop and Kill are idempotent; only the first call of
+// either acts.
+func (s *APIServer) Stop() { s.proc.stop() }
 
 // Kill stops the apiserver at once with SIGKILL, as a crash would, and waits
-// for it to exit (milliseconds). It is what tb.Cleanup does: etcd and all
-// state are thrown away afterwards, so a graceful shutdown would only cost
-// time. Tests simulating an unreachable API server can use either.
-func (s *APIServer) Kill() {
-	s.stopOnce.Do(s.kill)
+// for it to exit (milliseconds). It is what Close does: etcd and all state are
+// thrown away afterwards, so a graceful shutdown would only cost time. Tests
+// simulating an unreachable API server can use either.
+func (s *APIServer) Kill() { s.proc.killOnce() }
+
+// Close kills the apiserver (Kill) and then stops its etcd: the end of the
+// whole server, run by tb.Cleanup for Start. It is idempotent. A controller
+// manager started on the server is to be stopped first.
+func (s *APIServer) Close() {
+	s.Kill()
+	s.Etcd.Stop()
 }
+
+// Pid returns the apiserver's process id.
+func (s *APIServer) Pid() int { return s.proc.pid() }
 
 // URL returns the apiserver's base URL, https://<advertise address>:<port>.
 func (s *APIServer) URL() string { return s.url }
@@ -509,8 +507,9 @@ func (s *APIServer) URL() string { return s.url }
 // CAPEM returns the PEM of the CA that signed the serving certificate.
 func (s *APIServer) CAPEM() []byte { return append([]byte(nil), s.caPEM...) }
 
-// Dir returns the temp directory holding the certificates, the token file,
-// sa.key and kube-apiserver.log.
+// Dir returns the directory (Start's is a tb.TempDir) holding ca.crt (the
+// PEM of CAPEM), the serving certificate, the token file, sa.key,
+// kube-apiserver.log and etcd's data and log in etcd/.
 func (s *APIServer) Dir() string { return s.dir }
 
 // LogFile returns the path of the apiserver's combined stdout and stderr.
@@ -531,7 +530,8 @@ func (s *APIServer) config(token string) *rest.Config {
 // Config returns a new admin (system:masters) client configuration.
 func (s *APIServer) Config() *rest.Config { return s.config(s.adminToken) }
 
-// UnprivilegedConfig returns a new client configuration for UnprivilegedUser.
+// UnprivilegedConfig returns a new client configuration for the unprivileged
+// user (UnprivilegedUser unless WithUserNames).
 func (s *APIServer) UnprivilegedConfig() *rest.Config { return s.config(s.unprivToken) }
 
 // Client returns an admin clientset.
@@ -559,27 +559,47 @@ func (s *APIServer) CreateNamespace(tb testing.TB, name string) {
 // with the CA embedded.
 func (s *APIServer) WriteKubeconfig(tb testing.TB, path string) {
 	tb.Helper()
-	if err := s.writeKubeconfig(path, AdminUser, s.adminToken); err != nil {
-		tb.Fatalf("kubetest: writing kubeconfig %s: %v", path, err)
+	if err := s.SaveKubeconfig(path, ""); err != nil {
+		tb.Fatalf("%v", err)
 	}
 }
 
-// WriteUnprivilegedKubeconfig writes a kubeconfig for UnprivilegedUser.
+// WriteUnprivilegedKubeconfig writes a kubeconfig for the unprivileged user.
 func (s *APIServer) WriteUnprivilegedKubeconfig(tb testing.TB, path string) {
 	tb.Helper()
-	if err := s.writeKubeconfig(path, UnprivilegedUser, s.unprivToken); err != nil {
-		tb.Fatalf("kubetest: writing kubeconfig %s: %v", path, err)
+	if err := s.SaveUnprivilegedKubeconfig(path, ""); err != nil {
+		tb.Fatalf("%v", err)
 	}
 }
 
-func (s *APIServer) writeKubeconfig(path, user, token string) error {
+// SaveKubeconfig is WriteKubeconfig for programs without a testing.TB, with
+// namespace as its context's namespace ("default" when empty).
+func (s *APIServer) SaveKubeconfig(path, namespace string) error {
+	return s.writeKubeconfig(path, s.adminUser, s.adminToken, namespace)
+}
+
+// SaveUnprivilegedKubeconfig is WriteUnprivilegedKubeconfig for programs
+// without a testing.TB, with namespace as its context's namespace ("default"
+// when empty).
+func (s *APIServer) SaveUnprivilegedKubeconfig(path, namespace string) error {
+	return s.writeKubeconfig(path, s.unprivUser, s.unprivToken, namespace)
+}
+
+func (s *APIServer) writeKubeconfig(path, user, token, namespace string) error {
+	if namespace == "" {
+		namespace = "default"
+	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: s.url, CertificateAuthorityData: s.CAPEM()}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: user, Namespace: "default"}
+	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: user, Namespace: namespace}
 	cfg.CurrentContext = "kubetest"
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+	err := os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		err = clientcmd.WriteToFile(*cfg, path)
 	}
-	return clientcmd.WriteToFile(*cfg, path)
+	if err != nil {
+		return fmt.Errorf("kubetest: writing kubeconfig %s: %w", path, err)
+	}
+	return nil
 }
