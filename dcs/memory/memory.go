@@ -506,18 +506,9 @@ func (s *Store) HandoverLeader(ctx context.Context, to string) error {
 // UpdateMember implements dcs.Store.
 func (s *Store) UpdateMember(ctx context.Context, m dcs.Member) error {
 	const op = "updating member record"
-	if m.Name == "" {
-		m.Name = s.name
-	}
-	if m.Name != s.name {
-		return fmt.Errorf("%s: %w: store of member %s cannot write the record of %s", op, dcs.ErrInvalid, s.name, m.Name)
-	}
 	now := s.clock.Now()
-	if m.UpdatedAt.IsZero() {
-		m.UpdatedAt = now
-	}
-	m.Version, m.ObservedAt, m.Stale = "", time.Time{}, false
-	if err := record.ValidateMember(m); err != nil {
+	m, _, err := record.PrepareMember(s.name, m, now)
+	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	s.mu.Lock()

@@ -146,6 +146,28 @@ func volatile(m dcs.Member) dcs.Member {
 	return m
 }
 
+// PrepareMember readies m for writing by the store of member self: an empty
+// name means self, another member's name is refused, UpdatedAt defaults to
+// now, and the read-side fields are cleared. It returns the record and its
+// encoding.
+func PrepareMember(self string, m dcs.Member, now time.Time) (dcs.Member, []byte, error) {
+	if m.Name == "" {
+		m.Name = self
+	}
+	if m.Name != self {
+		return dcs.Member{}, nil, fmt.Errorf("%w: store of member %s cannot write the record of %s", dcs.ErrInvalid, self, m.Name)
+	}
+	if m.UpdatedAt.IsZero() {
+		m.UpdatedAt = now
+	}
+	m.Version, m.ObservedAt, m.Stale = "", time.Time{}, false
+	data, err := EncodeMember(m)
+	if err != nil {
+		return dcs.Member{}, nil, err
+	}
+	return m, data, nil
+}
+
 // MemberTiming applies the defaults to a store's member ttl and refresh
 // interval and checks them.
 func MemberTiming(ttl, refresh time.Duration) (time.Duration, time.Duration, error) {
