@@ -272,16 +272,23 @@ func (a *Agent) promote(ctx context.Context, cl *dcs.Cluster) {
 		a.metrics.FencingActions.WithLabelValues("remote-source").Inc()
 		a.log.Warn("fenced the old source", zap.String("member", name))
 	})
-	// 3. Drop the primary label of every other member.
+	// 3. Drop the primary label of every other member, in parallel.
+	var wg sync.WaitGroup
 	for _, m := range cl.Members {
-		if m.Name != a.cfg.Name {
+		if m.Name == a.cfg.Name {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			cctx, cancel := a.callCtx(ctx)
+			defer cancel()
 			if err := a.labeler.RemovePrimary(cctx, m.Name); err != nil {
 				a.log.Warn("removing an old primary label failed", zap.String("member", m.Name), zap.Error(err))
 			}
-			cancel()
-		}
+		}()
 	}
+	wg.Wait()
 	// 4. Apply the whole relay log: stop our own receiver (its source is
 	//    fenced now), then wait for what it retrieved. A long apply spans
 	//    iterations, so the lock keeps being renewed meanwhile.
@@ -549,7 +556,6 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 		return
 	}
 	a.db.KillClients(cctx)
-	a.setRole(ctx, RoleNone)
 	obs, err := a.db.Observe(cctx)
 	if err != nil {
 		a.log.Error("switchover: observing ourselves failed", zap.Error(err))
@@ -573,16 +579,20 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 		a.log.Error("switchover: handing the lock over failed", zap.Error(err))
 		return
 	}
+	stopped := a.clock.Since(start)
 	a.setDeadline(time.Time{})
 	a.metrics.IsLeader.Set(0)
 	a.metrics.Switchovers.Inc()
-	a.log.Info("handed the lock over", zap.String("target", target), zap.Duration("writes_stopped_for", a.clock.Since(start)))
+	a.log.Info("handed the lock over", zap.String("target", target), zap.Duration("writes_stopped_for", stopped))
+	// Relabelled after the hand-over, not inside the write stop: the target
+	// drops our primary label itself before it unfences.
+	a.setRole(ctx, RoleNone)
 	a.labeler.Event(ctx, a.cfg.Name, eventNormal, "Switchover", fmt.Sprintf("handed over to %s: %s", target, reason))
 	if sw := cl.Switchover; sw != nil {
 		a.store.ClearSwitchover(hctx, sw.Version)
 	}
 	if err := a.store.AppendHistory(hctx, dcs.HistoryEntry{Kind: dcs.HistorySwitchover, From: a.cfg.Name, To: target,
-		At: a.clock.Now(), Reason: reason}); err != nil {
+		At: a.clock.Now(), Reason: reason, WriteUnavailable: stopped}); err != nil {
 		a.log.Warn("appending history failed", zap.Error(err))
 	}
 }

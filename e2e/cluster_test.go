@@ -49,15 +49,23 @@ type Options struct {
 	// must: a mysqld that (re)starts before its agent would otherwise take
 	// writes the cluster's primary never sees, and no agent can prevent that.
 	WritableMySQLConfig bool
+	// Kubernetes runs the agents with --dcs=kubernetes against the package's
+	// shared kube-apiserver, one Pod per member (kube_test.go), instead of
+	// --dcs=etcd against an etcd of the cluster's own.
+	Kubernetes bool
 }
 
-// Cluster is one etcd, n MariaDB servers and one agent process per server.
+// Cluster is one DCS (an etcd of its own, or a namespace of the shared
+// kube-apiserver), n MariaDB servers and one agent process per server.
 type Cluster struct {
-	tb      testing.TB
-	Name    string
-	Timing  Timing
-	Etcd    *etcdtest.Server
-	etcd    *clientv3.Client
+	tb     testing.TB
+	Name   string
+	Timing Timing
+	// Etcd is the DCS; nil in Kubernetes mode.
+	Etcd *etcdtest.Server
+	etcd *clientv3.Client
+	// Kube is the cluster's Kubernetes objects; nil on etcd.
+	Kube    *KubeEnv
 	Members []*Member
 	logDir  string
 	http    *http.Client
@@ -107,8 +115,12 @@ func NewCluster(tb testing.TB, o Options) *Cluster {
 		}
 	}
 
-	c.Etcd = etcdtest.Start(tb)
-	c.etcd = c.Etcd.Client(tb)
+	if o.Kubernetes {
+		c.Kube = newKubeEnv(tb, c.Name, tb.TempDir())
+	} else {
+		c.Etcd = etcdtest.Start(tb)
+		c.etcd = c.Etcd.Client(tb)
+	}
 	var mo mysqltest.Options
 	if !o.WritableMySQLConfig {
 		mo.ExtraArgs = []string{"--read-only=ON"}
@@ -130,16 +142,19 @@ func NewCluster(tb testing.TB, o Options) *Cluster {
 		}
 		listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		m.APIURL = "http://" + listen
-		m.args = append([]string{
-			"--dcs=etcd", "--etcd-endpoints=" + c.Etcd.Endpoints()[0], "--cluster=" + c.Name, "--name=" + s.Name,
-			"--mysql-local-addr=" + s.Addr(), "--advertise-mysql-addr=" + s.Addr(),
-			"--mysql-password-file=" + s.PasswordFile(tb, mysqltest.AgentPassword),
-			"--replication-user=" + mysqltest.ReplUser,
-			"--replication-password-file=" + s.PasswordFile(tb, mysqltest.ReplPassword),
-			"--listen=" + listen, "--advertise-api-url=" + m.APIURL, "--log-level=debug",
-			"--ttl=" + o.Timing.TTL.String(), "--loop-wait=" + o.Timing.LoopWait.String(),
-			"--retry-timeout=" + o.Timing.RetryTimeout.String(), "--safety-margin=" + o.Timing.SafetyMargin.String(),
-		}, o.AgentArgs...)
+		if c.Kube != nil {
+			c.Kube.createPod(tb, s.Name, fmt.Sprintf("198.18.0.%d", 11+i))
+		}
+		m.args = append(append(c.dcsArgs(),
+			"--cluster="+c.Name, "--name="+s.Name,
+			"--mysql-local-addr="+s.Addr(), "--advertise-mysql-addr="+s.Addr(),
+			"--mysql-password-file="+s.PasswordFile(tb, mysqltest.AgentPassword),
+			"--replication-user="+mysqltest.ReplUser,
+			"--replication-password-file="+s.PasswordFile(tb, mysqltest.ReplPassword),
+			"--listen="+listen, "--advertise-api-url="+m.APIURL, "--log-level=debug",
+			"--ttl="+o.Timing.TTL.String(), "--loop-wait="+o.Timing.LoopWait.String(),
+			"--retry-timeout="+o.Timing.RetryTimeout.String(), "--safety-margin="+o.Timing.SafetyMargin.String(),
+		), o.AgentArgs...)
 		m.args = append([]string{bin}, m.args...)
 		m.root = s.RootDB(tb)
 		m.app = openApp(tb, s)
@@ -150,6 +165,14 @@ func NewCluster(tb testing.TB, o Options) *Cluster {
 		m.StartAgent()
 	}
 	return c
+}
+
+// dcsArgs are the agents' DCS flags.
+func (c *Cluster) dcsArgs() []string {
+	if c.Kube != nil {
+		return c.Kube.agentArgs()
+	}
+	return []string{"--dcs=etcd", "--etcd-endpoints=" + c.Etcd.Endpoints()[0]}
 }
 
 func clusterName(testName string) string {
@@ -464,8 +487,12 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// dumpLogs prints the tail of every agent log and mysqld error log.
+// dumpLogs prints the tail of every agent log and mysqld error log, and in
+// Kubernetes mode the cluster's objects and Events.
 func (c *Cluster) dumpLogs() {
+	if c.Kube != nil {
+		c.tb.Logf("----- Kubernetes objects of namespace %s -----\n%s  Events:\n%s", c.Kube.Namespace, c.Kube.describe(), c.Kube.describeEvents())
+	}
 	for _, m := range c.Members {
 		c.tb.Logf("----- %s: last 60 lines of the agent log %s -----\n%s", m.Name, m.LogPath, tail(m.LogPath, 60))
 		c.tb.Logf("----- %s: last 10 lines of the mysqld error log -----\n%s", m.Name, tail(m.Server.LogPath(), 10))

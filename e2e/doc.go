@@ -22,10 +22,29 @@
 //	frozen_agent_test.go      SIGSTOP of the primary's agent beyond ttl
 //	mysqld_death_test.go      the primary's mysqld dies, its agent lives
 //	mysqld_hang_test.go       the primary's mysqld hangs beyond ttl, then resumes
+//	switchover_test.go        agentctl switchover --wait under a write load: nothing
+//	                          acknowledged is lost, the old primary follows
+//	pause_test.go             agentctl pause: no failover after kill -9 of the
+//	                          primary; agentctl resume --wait brings it back
+//	agentctl_errors_test.go   every documented agentctl exit code and --help
+//
+// Kubernetes mode (Options.Kubernetes, kube_test.go): the agents run with
+// --dcs=kubernetes against one real kube-apiserver and kube-controller-manager
+// shared by the test process (kubetest), each cluster in its own namespace
+// with Pods as API objects (Ready, pod IPs from 198.18.0.0/15 as data only),
+// the primary and replicas Services, and the agent's Role bound to the
+// identity the agents use. agentctl (agentctl_test.go) is the real binary,
+// built once per test process.
+//
+//	k8s_failover_test.go      kill -9 of the primary: the Lease, the role labels
+//	                          and the Services' endpoints move; Events recorded
+//	switchover_test.go        TestSwitchoverKubernetes: labels follow a switchover
 //
 // failover_bench_test.go measures failover time by phase and an idle agent's
-// memory and CPU (go test -run '^$' -bench . -benchtime 1x ./e2e/).
+// memory and CPU, switchover_bench_test.go the write unavailability of
+// agentctl switchover under load (go test -run '^$' -bench . -benchtime 1x
+// ./e2e/).
 //
-// The tests need mariadbd and are skipped with -short. Kubernetes scenarios
-// (pods as network namespaces, partitions) build on the same harness.
+// The tests need mariadbd and are skipped with -short; the Kubernetes ones
+// also need the control-plane binaries of `make kube-bin`.
 package e2e

@@ -53,6 +53,7 @@ func runMain(m *testing.M) int {
 	binDir = dir
 	defer os.RemoveAll(dir)
 	code := m.Run()
+	stopSharedKube()
 	// Every scenario stops what it started in its cleanups; anything still
 	// running now is a harness bug and would disturb the next test run.
 	if leaked := leakedProcesses(); len(leaked) > 0 {

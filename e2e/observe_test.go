@@ -35,6 +35,7 @@ type Status struct {
 	Error        string `json:"error"`
 	Action       string `json:"action"`
 	Reason       string `json:"reason"`
+	Paused       bool   `json:"paused"`
 }
 
 func (s *Status) String() string {
@@ -417,9 +418,12 @@ type LeaderEvent struct {
 }
 
 // WatchLeader reports every change of the leader key from now on, stamped
-// with when this process received it, until ctx ends.
+// with when this process received it, until ctx ends. etcd only.
 func (c *Cluster) WatchLeader(ctx context.Context) <-chan LeaderEvent {
 	c.tb.Helper()
+	if c.etcd == nil {
+		c.tb.Fatal("WatchLeader watches the etcd leader key; this cluster runs on Kubernetes")
+	}
 	gctx, cancel := ctxFor(5 * time.Second)
 	defer cancel()
 	resp, err := c.etcd.Get(gctx, c.leaderKey())
@@ -454,8 +458,13 @@ func (c *Cluster) WatchLeader(ctx context.Context) <-chan LeaderEvent {
 	return ch
 }
 
-// LeaderHolder reads who holds the leader key now ("" for nobody).
+// LeaderHolder reads who holds the leader key now ("" for nobody); in
+// Kubernetes mode the leader Lease's holderIdentity, which, unlike the etcd
+// key, outlives an expired hold until someone takes it over.
 func (c *Cluster) LeaderHolder() (string, error) {
+	if c.Kube != nil {
+		return c.Kube.LeaseHolder()
+	}
 	ctx, cancel := ctxFor(2 * time.Second)
 	defer cancel()
 	resp, err := c.etcd.Get(ctx, c.leaderKey())

@@ -34,9 +34,23 @@ type CLI struct {
 	// Poll is how often --wait and --watch re-read the DCS between change
 	// notifications.
 	Poll time.Duration
+	// Timeout bounds each DCS read and write (--timeout); 0 for none. An
+	// unreachable DCS then fails the command with ExitUnreachable instead
+	// of blocking it forever.
+	Timeout time.Duration
+}
+
+// bounded is ctx limited to one DCS call.
+func (c *CLI) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.Timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.Timeout)
 }
 
 func (c *CLI) cluster(ctx context.Context) (*dcs.Cluster, error) {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
 	cl, err := c.Store.Cluster(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster from the DCS: %w", err)
@@ -189,7 +203,9 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 			return err
 		}
 	}
-	if err := c.Store.RequestSwitchover(ctx, dcs.Switchover{From: leader, To: o.To}); err != nil {
+	wctx, wcancel := c.bounded(ctx)
+	defer wcancel()
+	if err := c.Store.RequestSwitchover(wctx, dcs.Switchover{From: leader, To: o.To}); err != nil {
 		if errors.Is(err, dcs.ErrExists) {
 			return fail(ExitPending, "a switchover is already pending")
 		}
@@ -274,7 +290,9 @@ func (c *CLI) Failover(ctx context.Context, o FailoverOptions) error {
 		}
 	}
 	sw := dcs.Switchover{To: o.To, Force: o.AllowLag || o.AllowErrant}
-	if err := c.Store.RequestSwitchover(ctx, sw); err != nil {
+	wctx, wcancel := c.bounded(ctx)
+	defer wcancel()
+	if err := c.Store.RequestSwitchover(wctx, sw); err != nil {
 		if errors.Is(err, dcs.ErrExists) {
 			return fail(ExitPending, "a switchover or failover is already pending")
 		}
@@ -300,7 +318,9 @@ func (c *CLI) SetPaused(ctx context.Context, paused, wait bool, timeout time.Dur
 			break
 		}
 		cfg.Paused = paused
-		err = c.Store.SetConfig(ctx, cfg, cl.ConfigVersion)
+		wctx, wcancel := c.bounded(ctx)
+		err = c.Store.SetConfig(wctx, cfg, cl.ConfigVersion)
+		wcancel()
 		if errors.Is(err, dcs.ErrConflict) {
 			continue // someone else changed the config; re-read and retry
 		}
@@ -320,13 +340,33 @@ func (c *CLI) SetPaused(ctx context.Context, paused, wait bool, timeout time.Dur
 	return c.waitNewPrimary(ctx, "", "", timeout)
 }
 
+// HistoryRow is one entry of `agentctl history`, also as JSON or YAML: the
+// kind by name and lower-case keys, like StatusView.
+type HistoryRow struct {
+	At     time.Time `json:"at"`
+	Kind   string    `json:"kind"`
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason"`
+	// WriteUnavailable is how long writes were refused, when recorded.
+	WriteUnavailable string `json:"write_unavailable,omitempty"`
+}
+
 // History prints the failovers and switchovers, oldest first.
 func (c *CLI) History(ctx context.Context, f Format) error {
 	cl, err := c.cluster(ctx)
 	if err != nil {
 		return err
 	}
-	return c.write(f, cl.History, func(w io.Writer) {
+	rows := make([]HistoryRow, 0, len(cl.History))
+	for _, e := range cl.History {
+		r := HistoryRow{At: e.At, Kind: e.Kind.String(), From: e.From, To: e.To, Reason: e.Reason}
+		if e.WriteUnavailable > 0 {
+			r.WriteUnavailable = e.WriteUnavailable.String()
+		}
+		rows = append(rows, r)
+	}
+	return c.write(f, rows, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "AT\tKIND\tFROM\tTO\tREASON")
 		for _, e := range cl.History {

@@ -91,9 +91,6 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		global.Usage()
 		return usageErr("no command given")
 	}
-	if s.Cluster == "" {
-		return usageErr("--cluster is required (env MYSQLHA_CLUSTER)")
-	}
 	cmd, rest := global.Arg(0), global.Args()[1:]
 	fs := flag.NewFlagSet("agentctl "+cmd, flag.ContinueOnError)
 	fs.SetOutput(errOut)
@@ -130,6 +127,20 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
+	// Checked after the command's flags, so that `agentctl CMD --help`
+	// works without any configuration.
+	if s.Cluster == "" {
+		return usageErr("--cluster is required (env MYSQLHA_CLUSTER)")
+	}
+	switch s.Kind {
+	case "kubernetes":
+	case "etcd":
+		if s.EtcdEndpoints == "" {
+			return usageErr("--dcs=etcd needs --etcd-endpoints (env MYSQLHA_ETCD_ENDPOINTS)")
+		}
+	default:
+		return usageErr("--dcs %q: want kubernetes or etcd", s.Kind)
+	}
 	f, err := ctl.ParseFormat(*format)
 	if err != nil {
 		return err
@@ -143,7 +154,7 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	defer conn.Close()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c := &ctl.CLI{Store: conn.Store, Out: out, In: in, Poll: time.Second}
+	c := &ctl.CLI{Store: conn.Store, Out: out, In: in, Poll: time.Second, Timeout: *timeout}
 	readCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, *timeout) }
 	switch cmd {
 	case "status":
