@@ -172,3 +172,15 @@ func ValidateName(kind, name string) error {
 	}
 	return nil
 }
+
+// ValidateHandover checks the target of a hand-over by the store of member
+// self: a valid member name other than self.
+func ValidateHandover(self, to string) error {
+	if err := ValidateName("member", to); err != nil {
+		return err
+	}
+	if to == self {
+		return fmt.Errorf("%w: cannot hand the lock over to oneself", ErrInvalid)
+	}
+	return nil
+}

@@ -797,11 +797,8 @@ func (s *Store) ReleaseLeader(ctx context.Context) error {
 // adopts from the key. The old lease is then revoked.
 func (s *Store) HandoverLeader(ctx context.Context, to string) error {
 	op := "handing leader lock over to " + to
-	if err := dcs.ValidateName("member", to); err != nil {
+	if err := dcs.ValidateHandover(s.name, to); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
-	}
-	if to == s.name {
-		return fmt.Errorf("%s: %w: cannot hand the lock over to oneself", op, dcs.ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
 		return mapErr(op, err)
@@ -981,15 +978,21 @@ func (s *Store) RequestSwitchover(ctx context.Context, sw dcs.Switchover) error 
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	return s.createOnce(ctx, op, "switchover", data, "a switchover request is already pending")
+}
+
+// createOnce writes key only if it does not exist; ErrExists (with what and
+// the stored value) otherwise.
+func (s *Store) createOnce(ctx context.Context, op, key string, data []byte, what string) error {
 	if err := ctx.Err(); err != nil {
 		return mapErr(op, err)
 	}
-	ok, cur, err := s.cas(ctx, s.key("switchover"), "", data)
+	ok, cur, err := s.cas(ctx, s.key(key), "", data)
 	if err != nil {
 		return mapErr(op, err)
 	}
 	if !ok {
-		return fmt.Errorf("%s: %w: a switchover request is already pending: %s", op, dcs.ErrExists, bytes.TrimSpace(cur.Value))
+		return fmt.Errorf("%s: %w: %s: %s", op, dcs.ErrExists, what, bytes.TrimSpace(cur.Value))
 	}
 	return nil
 }
@@ -1027,17 +1030,7 @@ func (s *Store) SetInitialized(ctx context.Context, in dcs.Initialized) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return mapErr(op, err)
-	}
-	ok, cur, err := s.cas(ctx, s.key("initialized"), "", data)
-	if err != nil {
-		return mapErr(op, err)
-	}
-	if !ok {
-		return fmt.Errorf("%s: %w: cluster already initialized: %s", op, dcs.ErrExists, bytes.TrimSpace(cur.Value))
-	}
-	return nil
+	return s.createOnce(ctx, op, "initialized", data, "cluster already initialized")
 }
 
 // AppendHistory implements dcs.Store. A stored history that cannot be read

@@ -785,11 +785,8 @@ func (s *Store) ReleaseLeader(ctx context.Context) error {
 // Update.
 func (s *Store) HandoverLeader(ctx context.Context, to string) error {
 	op := "handing leader lock over to " + to
-	if err := dcs.ValidateName("member", to); err != nil {
+	if err := dcs.ValidateHandover(s.name, to); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
-	}
-	if to == s.name {
-		return fmt.Errorf("%s: %w: cannot hand the lock over to oneself", op, dcs.ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
 		return mapErr(op, err)

@@ -484,11 +484,8 @@ func (s *Store) ReleaseLeader(ctx context.Context) error {
 // HandoverLeader implements dcs.Store.
 func (s *Store) HandoverLeader(ctx context.Context, to string) error {
 	op := "handing leader lock over to " + to
-	if err := dcs.ValidateName("member", to); err != nil {
+	if err := dcs.ValidateHandover(s.name, to); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
-	}
-	if to == s.name {
-		return fmt.Errorf("%s: %w: cannot hand the lock over to oneself", op, dcs.ErrInvalid)
 	}
 	return s.srv.do(ctx, s, op, func(now time.Time) (bool, error) {
 		cur, err := s.holding()
