@@ -250,9 +250,12 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) {
 			zap.String("reason", action.Reason))
 		a.lastAction = action.Kind
 	}
+	roleBefore, deadlineBefore := a.role, a.hasDeadline()
 	a.act(ctx, action, cl, obs, localErr)
-	if action.Kind != failover.Idle || localErr == nil {
-		// Re-observe: the action may have changed what we publish.
+	if a.role != roleBefore || a.hasDeadline() != deadlineBefore {
+		// The action changed mysqld (promoted, fenced, repointed): publish
+		// what it is now. In steady state the first observation stands, so
+		// an iteration costs one observe pass, not two.
 		obs, localErr = a.observeLocal(ctx)
 	}
 	a.publishStatus(obs, localErr, cl, action)
