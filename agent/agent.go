@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -62,6 +64,21 @@ type Agent struct {
 	// failoverFrom is set when we won the lock from a lost leader, until the
 	// promotion completes (for history and phase metrics).
 	failoverFrom *failoverStart
+	// instance is this process's agent instance id (the store's).
+	instance string
+	// configGood: a stored cluster config has been read since start, so
+	// config holds the cluster's real settings, not just our flags.
+	configGood bool
+	// promotingSince is when we began holding the lock without being a
+	// writable primary; zero otherwise.
+	promotingSince time.Time
+	// standDownUntil: we gave the lock up for a better member; do not race
+	// again before then.
+	standDownUntil time.Time
+	duplicate      string // the last duplicate-identity finding, for logs
+	// receiverStoppedSince is when a follower first saw its receiver
+	// stopped (without an error) while pointing at the holder.
+	receiverStoppedSince time.Time
 
 	// deadline is shared with the watchdog: zero means "we may not write".
 	deadlineMu sync.Mutex
@@ -73,8 +90,6 @@ type Agent struct {
 	status   MemberStatus
 	cluster  *dcs.Cluster
 	lastLoop time.Time
-
-	wake chan struct{}
 }
 
 type failoverStart struct {
@@ -94,8 +109,8 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, store: d.Store, dial: d.Dial, labeler: d.Labeler, clock: d.Clock, log: d.Logger,
 		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr,
-		peers: map[string]Database{}, config: cfg.Bootstrap,
-		rearm: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		peers: map[string]Database{}, config: cfg.Bootstrap, instance: d.Store.Instance(),
+		rearm: make(chan struct{}, 1),
 	}
 	if a.labeler == nil {
 		a.labeler = noLabels{}
@@ -140,20 +155,23 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-timer.C():
 		case <-a.store.Changes():
-		case <-a.wake:
 		}
-		a.iterate(ctx, false)
-		timer.Reset(a.config.LoopWait)
+		start := a.clock.Now()
+		// A step that changed what the next decision depends on (a lock won,
+		// a peer fenced) asks for another iteration at once; bounded, so a
+		// decision that never settles still leaves room for the timer.
+		for redo, n := true, 0; redo && n < maxRedo && ctx.Err() == nil; n++ {
+			redo = a.iterate(ctx, false)
+		}
+		// The period is loop_wait from start to start, whatever an
+		// iteration took, so the lock is renewed at the rate the timing
+		// rule assumes.
+		timer.Reset(max(a.config.LoopWait-a.clock.Since(start), 0))
 	}
 }
 
-// Wake makes the loop run an iteration now.
-func (a *Agent) Wake() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
+// maxRedo bounds the iterations run back to back.
+const maxRedo = 5
 
 // shutdown runs one last iteration in which a leader hands over, bounded by
 // ttl so that a pod deletion never waits on us for long.
@@ -168,9 +186,7 @@ func (a *Agent) shutdown() {
 	}
 	a.setRole(ctx, RoleNone)
 	for _, p := range a.peers {
-		if c, ok := p.(interface{ Close() error }); ok {
-			c.Close()
-		}
+		closeDB(p)
 	}
 	a.log.Info("agent stopped")
 }
@@ -204,8 +220,9 @@ func (a *Agent) flavor() gtid.Flavor {
 	return gtid.MariaDB
 }
 
-// iterate is one observe -> decide -> act cycle.
-func (a *Agent) iterate(ctx context.Context, stopping bool) {
+// iterate is one observe -> decide -> act cycle. It reports whether the
+// action asks for another iteration at once.
+func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 	start := a.clock.Now()
 	defer func() {
 		a.metrics.LoopDuration.Observe(a.clock.Since(start).Seconds())
@@ -219,7 +236,8 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) {
 	}
 
 	a.ensureLocal(ctx)
-	obs, localErr := a.observeLocal(ctx)
+	o := observed{}
+	o.obs, o.localErr = a.observeLocal(ctx)
 	cctx, cancel := a.callCtx(ctx)
 	cl, err := a.store.Cluster(cctx)
 	cancel()
@@ -231,35 +249,67 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) {
 		if a.hasDeadline() {
 			a.renew(ctx)
 		}
-		a.publishStatus(obs, localErr, nil, failover.Action{Kind: failover.Idle, Reason: "DCS unreachable"})
-		return
+		a.publishStatus(o.obs, o.localErr, nil, failover.Action{Kind: failover.Idle, Reason: "DCS unreachable"})
+		return false
 	}
-	if err := cl.Config.Validate(); err == nil {
-		a.config = cl.Config
-	} else {
-		a.log.Error("stored cluster config is invalid; keeping the last valid one", zap.Error(err))
-	}
+	o.cl = cl
+	a.adoptConfig(cl)
 	for _, p := range cl.Problems {
 		a.log.Warn("unreadable DCS record", zap.Error(p))
 	}
 
-	snap := a.snapshot(ctx, cl, obs, localErr, stopping)
+	snap := a.snapshot(ctx, &o, stopping)
 	action := failover.Decide(snap)
 	if action.Kind != a.lastAction {
 		a.log.Info("decision", zap.Stringer("action", action.Kind), zap.String("target", action.Target),
 			zap.String("reason", action.Reason))
 		a.lastAction = action.Kind
 	}
+	a.reportDuplicate(ctx, snap.Duplicate)
 	roleBefore, deadlineBefore := a.role, a.hasDeadline()
-	a.act(ctx, action, cl, obs, localErr)
+	redo = a.act(ctx, action, o)
 	if a.role != roleBefore || a.hasDeadline() != deadlineBefore {
 		// The action changed mysqld (promoted, fenced, repointed): publish
 		// what it is now. In steady state the first observation stands, so
 		// an iteration costs one observe pass, not two.
-		obs, localErr = a.observeLocal(ctx)
+		o.obs, o.localErr = a.observeLocal(ctx)
 	}
-	a.publishStatus(obs, localErr, cl, action)
-	a.publishMember(ctx, cl, obs, localErr)
+	a.publishStatus(o.obs, o.localErr, cl, action)
+	if action.Kind != failover.Refuse {
+		// An agent refusing to act must not overwrite the real member's record.
+		a.publishMember(ctx, cl, o.obs, o.localErr)
+	}
+	return redo
+}
+
+// adoptConfig takes the stored cluster config when it is readable and
+// valid; otherwise the last good one stays in force.
+func (a *Agent) adoptConfig(cl *dcs.Cluster) {
+	if cl.ConfigErr != nil {
+		a.log.Error("stored cluster config is unreadable; keeping the last good one", zap.Bool("have_good_copy", a.configGood), zap.Error(cl.ConfigErr))
+		return
+	}
+	if err := cl.Config.Validate(); err != nil {
+		a.log.Error("stored cluster config is invalid; keeping the last valid one", zap.Error(err))
+		return
+	}
+	a.config = cl.Config
+	a.configGood = true
+}
+
+func (a *Agent) reportDuplicate(ctx context.Context, dup string) {
+	if dup == a.duplicate {
+		return
+	}
+	a.duplicate = dup
+	if dup == "" {
+		a.metrics.DuplicateIdentity.Set(0)
+		a.log.Info("no other live agent with our member name any more")
+		return
+	}
+	a.metrics.DuplicateIdentity.Set(1)
+	a.log.Error("another live agent runs with our member name: refusing to act, mysqld stays fenced", zap.String("duplicate", dup))
+	a.labeler.Event(ctx, a.cfg.Name, eventWarning, "DuplicateIdentity", "refusing to act: "+dup)
 }
 
 func (a *Agent) observeLocal(ctx context.Context) (mysqlctl.Observation, error) {
@@ -286,17 +336,26 @@ func (a *Agent) observeLocal(ctx context.Context) (mysqlctl.Observation, error) 
 	return obs, nil
 }
 
-// snapshot assembles what failover.Decide needs.
-func (a *Agent) snapshot(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, localErr error, stopping bool) failover.Snapshot {
+// snapshot assembles what failover.Decide needs. It probes the peers'
+// mysqld while we hold the lock (to keep the cluster single-writable, and to
+// promote safely), and fills o.peers with what it found.
+func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failover.Snapshot {
+	cl, obs, localErr := o.cl, o.obs, o.localErr
 	now := a.clock.Now()
 	s := failover.Snapshot{
-		Self: a.cfg.Name, Flavor: a.flavor(), Now: now,
-		Paused: cl.Config.Paused, Initialized: cl.Initialized != nil, ShuttingDown: stopping,
+		Self: a.cfg.Name, SelfInstance: a.instance, SelfAddr: a.cfg.MySQLAddr, Flavor: a.flavor(), Now: now,
+		Paused: a.config.Paused, ConfigUnknown: cl.ConfigErr != nil && !a.configGood,
+		Initialized: cl.Initialized != nil, ShuttingDown: stopping,
 		Deadline: a.effectiveDeadline(), Grace: a.config.LoopWait * 2, MaxLag: a.config.MaximumLagOnFailover,
-		LocalUp: localErr == nil, LocalDown: errors.Is(localErr, mysqlctl.ErrDown),
+		PromotionTimeout: a.promotionTimeout(),
+		LocalUp:          localErr == nil, LocalDown: errors.Is(localErr, mysqlctl.ErrDown),
+		LocalWritable: localErr == nil && obs.Status.Writable(),
+	}
+	if r := obs.Replica; localErr == nil && r != nil {
+		s.LocalSource = net.JoinHostPort(r.SourceHost, strconv.Itoa(r.SourcePort))
 	}
 	if cl.Leader != nil {
-		s.Leader, s.LeaderExpired = cl.Leader.Holder, cl.Leader.Expired
+		s.Leader, s.LeaderInstance, s.LeaderExpired = cl.Leader.Holder, cl.Leader.Instance, cl.Leader.Expired
 	}
 	if s.Leader == "" || s.LeaderExpired {
 		if a.leaderlessSince.IsZero() {
@@ -307,27 +366,75 @@ func (a *Agent) snapshot(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Obse
 		a.lastLeader = s.Leader
 	}
 	s.LeaderlessSince = a.leaderlessSince
+	if f := a.failoverFrom; f != nil {
+		s.FormerLeader = f.from
+	}
 	if sw := cl.Switchover; sw != nil && sw.Err == nil {
 		s.Switchover = &failover.SwitchoverRequest{From: sw.From, To: sw.To, ScheduledAt: sw.ScheduledAt, Force: sw.Force}
 	}
+	s.SwitchoverUnreadable = cl.Switchover != nil && cl.Switchover.Err != nil
+	s.Duplicate = a.duplicateIdentity(ctx, cl)
+
+	holding := s.Leader == a.cfg.Name && s.LeaderInstance == a.instance && !s.LeaderExpired && a.hasDeadline()
+	if holding && !(s.LocalWritable && s.LocalSource == "") {
+		if a.promotingSince.IsZero() {
+			a.promotingSince = now
+		}
+	} else {
+		a.promotingSince = time.Time{}
+	}
+	s.PromotingSince = a.promotingSince
 
 	self := a.selfMember(obs, localErr)
+	if now.Before(a.standDownUntil) {
+		self.Hold = "it gave the lock up to a better member moments ago"
+	}
 	s.Members = append(s.Members, self)
-	// Peers' fresh status matters when choosing who takes over; otherwise
-	// their records suffice.
-	leaderless := s.Leader == "" || s.LeaderExpired
-	wantPeers := (leaderless && s.Initialized) || s.Switchover != nil || stopping
+	// Peers' live status matters when choosing who takes over, or whether
+	// to unfence; otherwise their records suffice.
+	promoting := !s.PromotingSince.IsZero()
+	wantPeers := s.Leader == "" || s.LeaderExpired || s.Switchover != nil || stopping || promoting
 	var live map[string]*MemberStatus
 	if wantPeers {
 		live = a.fetchPeers(ctx, cl)
+	}
+	// While we hold the lock, every peer's mysqld is probed: a promotion
+	// waits up to retry_timeout for an answer; a running primary's check
+	// for writable peers is best effort each iteration, on a short bound
+	// so that a hung peer does not delay the renewal that follows.
+	if holding && localErr == nil {
+		bound := a.config.RetryTimeout / 4
+		if promoting {
+			bound = a.config.RetryTimeout
+		}
+		o.peers = a.probePeers(ctx, cl, bound)
 	}
 	for _, m := range cl.Members {
 		if m.Name == a.cfg.Name {
 			continue
 		}
-		s.Members = append(s.Members, peerMember(m, live, wantPeers))
+		fm := toCandidate(m, live, wantPeers)
+		if p, ok := o.peers[m.Name]; ok {
+			fm.Observed, fm.Reachable, fm.Down = true, p.reachable, p.down
+			if p.reachable {
+				fm.Writable, fm.PullingFrom = p.obs.Status.Writable(), pullingFrom(p.obs)
+				fm.Executed = p.obs.Status.GTIDExecuted
+				if r := p.obs.Replica; r != nil {
+					fm.Retrieved = r.RetrievedGTID
+				}
+			}
+		}
+		s.Members = append(s.Members, fm)
 	}
 	return s
+}
+
+// promotionTimeout bounds how long a holder may stay unable to become
+// writable (say, a relay log that never finishes applying) before it gives
+// the lock up: long enough to apply the largest backlog a candidate may
+// have (maximum_lag_on_failover), with room to spare.
+func (a *Agent) promotionTimeout() time.Duration {
+	return max(time.Minute, 2*a.config.MaximumLagOnFailover+a.config.TTL)
 }
 
 func (a *Agent) selfMember(obs mysqlctl.Observation, localErr error) failover.Member {
@@ -342,9 +449,9 @@ func (a *Agent) selfMember(obs mysqlctl.Observation, localErr error) failover.Me
 	return m
 }
 
-// peerMember turns a member record (and, when fetched, its live status) into
+// toCandidate turns a member record (and, when fetched, its live status) into
 // what failover ranks. A peer asked over HTTP that did not answer is stale.
-func peerMember(m dcs.Member, live map[string]*MemberStatus, asked bool) failover.Member {
+func toCandidate(m dcs.Member, live map[string]*MemberStatus, asked bool) failover.Member {
 	fm := failover.Member{
 		Name: m.Name, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
 		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,

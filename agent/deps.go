@@ -15,12 +15,15 @@ type Store interface {
 	AcquireLeader(ctx context.Context, ttl time.Duration) error
 	RenewLeader(ctx context.Context, ttl time.Duration) error
 	ReleaseLeader(ctx context.Context) error
-	HandoverLeader(ctx context.Context, to string) error
+	HandoverLeader(ctx context.Context, to, toInstance string) error
 	UpdateMember(ctx context.Context, m dcs.Member) error
 	SetConfig(ctx context.Context, cfg dcs.Config, version string) error
 	ClearSwitchover(ctx context.Context, version string) error
 	SetInitialized(ctx context.Context, init dcs.Initialized) error
 	AppendHistory(ctx context.Context, e dcs.HistoryEntry) error
+	// Instance is this agent's instance id, carried in the lock and the
+	// member record.
+	Instance() string
 }
 
 // Peer is what the agent does to another member's mysqld during a

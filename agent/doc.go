@@ -18,8 +18,16 @@
 //     the deadline (a frozen process);
 //   - a new leader, before becoming writable, stops the receivers of every
 //     reachable replica (so a semi-sync old source can acknowledge nothing
-//     more), fences the old source if it answers, drops the old leader's
-//     primary label, and applies its whole relay log.
+//     more) and fences every member that answers writable; if either fails
+//     it stays read-only and retries. It then drops old primary labels and
+//     applies its whole relay log;
+//   - the leader fences any other member it finds writable, every iteration;
+//   - identity is the member name and this process's instance id: a lock
+//     naming another instance is not ours, and an agent that finds a live
+//     record of its name from another instance refuses to act.
+//
+// Which of these applies when is failover.Decide's to say; act only carries
+// the decision out, stopping at the first step that fails.
 //
 // It also serves the HTTP API (/healthz, /readyz, /primary, /replica,
 // /status, /cluster, /metrics). Only cmd/agent imports this package.

@@ -32,7 +32,16 @@ type fakeDB struct {
 	ioRunning       bool
 	semiSource      bool
 	semiReplica     bool
+
+	// Faults a test injects: each makes the named call fail without effect,
+	// as a call that timed out does. unreachable makes dials and
+	// observations time out (a hung server or a cut link, not a refusal).
+	fenceErr, stopIOErr, waitErr error
+	unreachable                  bool
 }
+
+// errTimedOut is what a call that ran into its deadline returns.
+var errTimedOut = fmt.Errorf("%w: %w", mysqlctl.ErrTimeout, context.DeadlineExceeded)
 
 func newFakeMySQL(names ...string) *fakeMySQL {
 	c := &fakeMySQL{dbs: map[string]*fakeDB{}}
@@ -58,6 +67,9 @@ func (c *fakeMySQL) dial(_ context.Context, addr string) (Database, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d, ok := c.dbs[addr]
+	if ok && d.unreachable {
+		return nil, fmt.Errorf("dial %s: %w: %w", addr, mysqlctl.ErrUnreachable, context.DeadlineExceeded)
+	}
 	if !ok || !d.up {
 		return nil, fmt.Errorf("dial %s: %w: %w", addr, mysqlctl.ErrUnreachable, mysqlctl.ErrDown)
 	}
@@ -109,6 +121,9 @@ func (d *fakeDB) syncLocked() {
 }
 
 func (d *fakeDB) check() error {
+	if d.unreachable {
+		return fmt.Errorf("%s: %w: %w", d.addr, mysqlctl.ErrUnreachable, context.DeadlineExceeded)
+	}
 	if !d.up {
 		return fmt.Errorf("%s: %w: %w", d.addr, mysqlctl.ErrUnreachable, mysqlctl.ErrDown)
 	}
@@ -155,13 +170,36 @@ func (d *fakeDB) locked(f func()) error {
 	return nil
 }
 
-func (d *fakeDB) Fence(context.Context) error   { return d.locked(func() { d.readOnly = true }) }
+// fail runs f unless err is set, which it returns instead.
+func (d *fakeDB) fail(err *error, f func()) error {
+	return d.locked(func() {
+		if *err == nil {
+			f()
+		}
+	})
+}
+
+func (d *fakeDB) faultOf(err *error) error {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	return *err
+}
+
+func (d *fakeDB) Fence(context.Context) error {
+	if err := d.fail(&d.fenceErr, func() { d.readOnly = true }); err != nil {
+		return err
+	}
+	return d.faultOf(&d.fenceErr)
+}
 func (d *fakeDB) Unfence(context.Context) error { return d.locked(func() { d.readOnly = false }) }
 func (d *fakeDB) KillClients(context.Context) (int, error) {
 	return 0, d.locked(func() {})
 }
 func (d *fakeDB) StopReplicationIO(context.Context) error {
-	return d.locked(func() { d.syncLocked(); d.ioRunning = false })
+	if err := d.fail(&d.stopIOErr, func() { d.syncLocked(); d.ioRunning = false }); err != nil {
+		return err
+	}
+	return d.faultOf(&d.stopIOErr)
 }
 func (d *fakeDB) StartReplication(context.Context) error {
 	return d.locked(func() { d.ioRunning = d.source != "" })
@@ -189,6 +227,9 @@ func (d *fakeDB) WaitForGTID(_ context.Context, set string, _ time.Duration) err
 	})
 	if lerr != nil {
 		return lerr
+	}
+	if ferr := d.faultOf(&d.waitErr); ferr != nil {
+		return ferr
 	}
 	return err
 }

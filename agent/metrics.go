@@ -22,6 +22,7 @@ type Metrics struct {
 	LastFailoverPhase *prometheus.GaugeVec
 	FencingActions    *prometheus.CounterVec
 	DCSErrors         *prometheus.CounterVec
+	DuplicateIdentity prometheus.Gauge
 }
 
 // NewMetrics registers the agent's metrics on reg.
@@ -50,12 +51,14 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 			"Duration of the phases of this member's last promotion: detect (leader lost to lock won), promote (lock won to writable), route (writable to primary label set).")),
 			[]string{"phase"}),
 		FencingActions: prometheus.NewCounterVec(prometheus.CounterOpts(f("fencing_actions_total",
-			"Fencing actions taken, by kind (self, self-deadline, remote-source, replica-receiver).")), []string{"kind"}),
+			"Fencing actions taken, by kind (self, self-deadline, duplicate, remote-source, remote-writable, replica-receiver).")), []string{"kind"}),
 		DCSErrors: prometheus.NewCounterVec(prometheus.CounterOpts(f("dcs_errors_total",
 			"DCS calls that failed, by operation.")), []string{"op"}),
+		DuplicateIdentity: prometheus.NewGauge(prometheus.GaugeOpts(f("duplicate_identity",
+			"1 while another live agent publishes our member name: this agent refuses to act and keeps mysqld fenced."))),
 	}
 	reg.MustRegister(m.IsLeader, m.Role, m.RenewLatency, m.RenewFailures, m.LoopDuration, m.LagSeconds,
-		m.LagTransactions, m.Failovers, m.Switchovers, m.LastFailoverPhase, m.FencingActions, m.DCSErrors)
+		m.LagTransactions, m.Failovers, m.Switchovers, m.LastFailoverPhase, m.FencingActions, m.DCSErrors, m.DuplicateIdentity)
 	return m
 }
 

@@ -19,7 +19,9 @@ import (
 // MemberStatus is this member as served by GET /status, and as peers read it
 // when ranking failover candidates.
 type MemberStatus struct {
-	Name      string `json:"name"`
+	Name string `json:"name"`
+	// Instance is this agent process's instance id.
+	Instance  string `json:"instance"`
 	Cluster   string `json:"cluster"`
 	Role      string `json:"role"`
 	HoldsLock bool   `json:"holds_lock"`
@@ -39,6 +41,9 @@ type MemberStatus struct {
 	Paused         bool    `json:"paused"`
 	LastLoop       string  `json:"last_loop"`
 	SecondsToFence float64 `json:"seconds_to_fence,omitempty"`
+	// Duplicate says which other live agent runs with our member name;
+	// while it is set this agent refuses to act.
+	Duplicate string `json:"duplicate,omitempty"`
 }
 
 func replicationState(obs mysqlctl.Observation, localErr error) dcs.ReplicationState {
@@ -59,8 +64,9 @@ func replicationState(obs mysqlctl.Observation, localErr error) dcs.ReplicationS
 
 func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.Cluster, action failover.Action) {
 	st := MemberStatus{
-		Name: a.cfg.Name, Cluster: a.cfg.Cluster, Role: string(a.role), HoldsLock: a.hasDeadline(),
-		Healthy: localErr == nil, Writable: localErr == nil && obs.Status.Writable(),
+		Name: a.cfg.Name, Instance: a.instance, Cluster: a.cfg.Cluster, Role: string(a.role), HoldsLock: a.hasDeadline(),
+		Duplicate: a.duplicate,
+		Healthy:   localErr == nil, Writable: localErr == nil && obs.Status.Writable(),
 		GTIDExecuted: obs.Status.GTIDExecuted, Replication: replicationState(obs, localErr).String(),
 		Errant: a.errant, Action: action.Kind.String(), Reason: action.Reason, LastLoop: a.clock.Now().UTC().Format(time.RFC3339Nano),
 	}
@@ -98,6 +104,7 @@ func (a *Agent) Status() MemberStatus {
 	a.statusMu.Lock()
 	st := a.status
 	a.statusMu.Unlock()
+	st.Name, st.Instance = a.cfg.Name, a.instance
 	if st.HoldsLock && !a.canWriteFor(0) {
 		st.HoldsLock, st.SecondsToFence = false, 0
 	}
@@ -109,7 +116,7 @@ func (a *Agent) Status() MemberStatus {
 func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, localErr error) {
 	st := a.Status()
 	m := dcs.Member{
-		Name: a.cfg.Name, APIURL: a.cfg.APIURL, MySQLAddr: a.cfg.MySQLAddr,
+		Name: a.cfg.Name, Instance: a.instance, APIURL: a.cfg.APIURL, MySQLAddr: a.cfg.MySQLAddr,
 		GTIDExecuted: st.GTIDExecuted, GTIDRetrieved: st.GTIDRetrieved, NoFailover: a.cfg.NoFailover,
 		FailoverPriority: a.cfg.FailoverPriority, Lag: a.lastLag,
 	}

@@ -1,6 +1,8 @@
 package dcs
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -173,14 +175,49 @@ func ValidateName(kind, name string) error {
 	return nil
 }
 
+// MaxInstanceLen bounds an agent instance id.
+const MaxInstanceLen = 63
+
+// instanceRE: no '/' or ':', so an id can be joined to a member name
+// unambiguously (the Kubernetes backend does), and no upper case, so that
+// one id has one spelling.
+var instanceRE = regexp.MustCompile(`^[a-z0-9-]+$`)
+
+// ValidateInstance checks an agent instance id: 1 to MaxInstanceLen
+// lower-case letters, digits and '-'.
+func ValidateInstance(instance string) error {
+	if len(instance) > MaxInstanceLen || !instanceRE.MatchString(instance) {
+		return fmt.Errorf("%w: agent instance id %q must be 1 to %d lower-case letters, digits and '-', "+
+			"such as the 16 hex characters NewInstance draws", ErrInvalid, instance, MaxInstanceLen)
+	}
+	return nil
+}
+
+// NewInstance draws a random agent instance id: 16 lower-case hex
+// characters from crypto/rand, so two agent processes never share one.
+func NewInstance() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand, Go >= 1.24)
+	return hex.EncodeToString(b[:])
+}
+
 // ValidateHandover checks the target of a hand-over by the store of member
-// self: a valid member name other than self.
-func ValidateHandover(self, to string) error {
+// self: a valid member name other than self, and the valid instance id of
+// the target agent (from its member record), without which the lock would
+// be handed to whichever agent happens to carry the name.
+func ValidateHandover(self, to, toInstance string) error {
 	if err := ValidateName("member", to); err != nil {
 		return err
 	}
 	if to == self {
 		return fmt.Errorf("%w: cannot hand the lock over to oneself", ErrInvalid)
+	}
+	if toInstance == "" {
+		return fmt.Errorf("%w: hand-over to %s needs the target's agent instance id (Member.Instance of its record); "+
+			"a record without one was written by an agent too old to take a hand-over", ErrInvalid, to)
+	}
+	if err := ValidateInstance(toInstance); err != nil {
+		return fmt.Errorf("hand-over target %s: %w", to, err)
 	}
 	return nil
 }

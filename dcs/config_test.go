@@ -74,6 +74,62 @@ func TestValidateName(t *testing.T) {
 	}
 }
 
+func TestValidateInstance(t *testing.T) {
+	for inst, ok := range map[string]bool{
+		"3fa2c09e1b7d4a55": true, "a": true, "-": true, "pod-7f9c-x": true, strings.Repeat("a", dcs.MaxInstanceLen): true,
+		"": false, "A": false, "a/b": false, "a:b": false, "a b": false, "a_b": false, "é": false,
+		strings.Repeat("a", dcs.MaxInstanceLen+1): false,
+	} {
+		err := dcs.ValidateInstance(inst)
+		if (err == nil) != ok {
+			t.Errorf("ValidateInstance(%q) = %v, want ok=%v", inst, err, ok)
+		}
+		if err != nil && (!errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), "lower-case letters, digits and '-'")) {
+			t.Errorf("ValidateInstance(%q) error does not wrap ErrInvalid and state the rule: %v", inst, err)
+		}
+	}
+}
+
+func TestNewInstance(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		id := dcs.NewInstance()
+		if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
+			t.Fatalf("NewInstance() = %q, want 16 lower-case hex characters", id)
+		}
+		if seen[id] {
+			t.Fatalf("NewInstance() repeated %q", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestValidateHandover(t *testing.T) {
+	const inst = "3fa2c09e1b7d4a55"
+	for _, tc := range []struct {
+		to, toInstance string
+		want           string // "" = valid
+	}{
+		{"m1", inst, ""},
+		{"m0", inst, "cannot hand the lock over to oneself"},
+		{"Bad Name", inst, "member name"},
+		{"m1", "", "needs the target's agent instance id"},
+		{"m1", "Not/An-Id", `hand-over target m1: dcs: invalid argument: agent instance id "Not/An-Id"`},
+		{"m1", strings.Repeat("a", dcs.MaxInstanceLen+1), "agent instance id"},
+	} {
+		err := dcs.ValidateHandover("m0", tc.to, tc.toInstance)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("ValidateHandover(m0, %q, %q) = %v, want nil", tc.to, tc.toInstance, err)
+			}
+			continue
+		}
+		if !errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ValidateHandover(m0, %q, %q) = %v, want ErrInvalid containing %q", tc.to, tc.toInstance, err, tc.want)
+		}
+	}
+}
+
 func TestEnumsRoundTrip(t *testing.T) {
 	for r := dcs.RoleUnknown; r.Valid(); r++ {
 		if got, err := dcs.ParseRole(r.String()); err != nil || got != r {

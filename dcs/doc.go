@@ -21,6 +21,13 @@
 //     lock in the background: a frozen agent loses it, as it must.
 //   - A record that cannot be decoded is reported (ErrCorrupt, naming the
 //     object and what is wrong) and never read as "held by me" or as "free".
+//   - A lock holder is a member name and an agent instance id, drawn anew
+//     by every agent process (Store.Instance). The lock and the member
+//     record carry both, and a store treats the lock as its own only when
+//     both match: a second agent started with the same name (a force-deleted
+//     pod still running on a cut-off node, say) finds the lock held by
+//     someone else, and a lock without an instance id (written by an older
+//     agent) is never any store's own.
 //
 // What this package does not do: it does not fence. The holder must compute
 // its own deadline from the start of its last successful RenewLeader

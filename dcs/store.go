@@ -10,10 +10,10 @@ import (
 // interfaces and this one exists for the contract suite and compile-time
 // checks in the backends.
 //
-// A Store belongs to one member of one cluster (both fixed at construction).
-// Every method is safe for concurrent use, honours ctx (the agent passes a
-// deadline of retry_timeout), and returns errors wrapping the sentinels of
-// this package.
+// A Store belongs to one agent instance of one member of one cluster (all
+// three fixed at construction). Every method is safe for concurrent use,
+// honours ctx (the agent passes a deadline of retry_timeout), and returns
+// errors wrapping the sentinels of this package.
 
 // Snapshotter reads the cluster state.
 type Snapshotter interface {
@@ -33,36 +33,44 @@ type Snapshotter interface {
 
 // Locker manages the leader lock.
 type Locker interface {
-	// AcquireLeader takes the lock for this member, declaring ttl as its
-	// validity. It succeeds iff nobody holds the lock, or this member holds
-	// it, or the lock has expired under the backend's rule (see the package
-	// doc). Otherwise it returns ErrHeld naming the holder, or ErrConflict
-	// when a concurrent writer won the compare-and-set. ttl must pass
-	// ValidateTTL.
+	// AcquireLeader takes the lock for this store's member and instance,
+	// declaring ttl as its validity. It succeeds iff nobody holds the lock,
+	// or this store's member and instance hold it, or the lock has expired
+	// under the backend's rule (see the package doc). A lock naming this
+	// member with another instance (or none) is held by someone else.
+	// Otherwise it returns ErrHeld naming the holder, or ErrConflict when a
+	// concurrent writer won the compare-and-set. ttl must pass ValidateTTL.
 	AcquireLeader(ctx context.Context, ttl time.Duration) error
-	// RenewLeader extends the lock held by this member, declaring ttl. It
-	// returns ErrNotLeader when another member holds the lock, or nobody
-	// does. The caller computes its deadline from the start of its last
-	// successful call: start + ttl - safety_margin. A failed or timed-out
-	// call extends nothing.
+	// RenewLeader extends the lock held by this member and instance,
+	// declaring ttl. It returns ErrNotLeader when another member, or another
+	// instance of this member, holds the lock, or nobody does. The caller
+	// computes its deadline from the start of its last successful call:
+	// start + ttl - safety_margin. A failed or timed-out call extends
+	// nothing.
 	RenewLeader(ctx context.Context, ttl time.Duration) error
 	// ReleaseLeader gives the lock up so that others may take it at once.
-	// ErrNotLeader when this member does not hold it.
+	// ErrNotLeader when this member and instance do not hold it.
 	ReleaseLeader(ctx context.Context) error
-	// HandoverLeader makes member `to` the holder in one compare-and-set.
-	// Afterwards to's RenewLeader succeeds and this member's fails with
-	// ErrNotLeader; nobody else can take the lock before it expires. The
-	// store does not check that `to` is a live member: the caller does.
-	HandoverLeader(ctx context.Context, to string) error
+	// HandoverLeader makes member `to`, agent instance toInstance (from its
+	// member record), the holder in one compare-and-set. Afterwards the
+	// RenewLeader of that instance's store succeeds and this one's fails
+	// with ErrNotLeader; nobody else, not even another agent started with
+	// the name `to`, can take the lock before it expires. ErrNotLeader when
+	// this member and instance do not hold the lock; ErrInvalid when
+	// ValidateHandover refuses the target. The store does not check that
+	// `to` is a live member: the caller does.
+	HandoverLeader(ctx context.Context, to, toInstance string) error
 }
 
 // MemberWriter publishes this member's record.
 type MemberWriter interface {
 	// UpdateMember writes this member's record (m.Name must be the store's
-	// member or empty). To bound the write rate it skips the write when only
+	// member or empty, m.Instance the store's instance or empty; empty ones
+	// are filled in). To bound the write rate it skips the write when only
 	// volatile fields (GTIDs, Lag, UpdatedAt) changed and the last write is
 	// younger than the store's member refresh interval; any other change is
-	// written at once.
+	// written at once. It overwrites a record another instance of this
+	// member wrote: whether to write is the caller's decision.
 	UpdateMember(ctx context.Context, m Member) error
 }
 
@@ -93,6 +101,9 @@ type Store interface {
 	StateWriter
 	// Member returns the member name the store was built for.
 	Member() string
+	// Instance returns the agent instance id the store was built for: the
+	// one it writes into the lock and the member record.
+	Instance() string
 	// Close stops watches and background work. It does not release the
 	// lock: a stopping leader calls ReleaseLeader first.
 	Close() error

@@ -24,6 +24,10 @@ type Cluster struct {
 	// stored; the last valid one (or the default) when the stored one is
 	// unreadable or invalid, which is then listed in Problems.
 	Config Config
+	// ConfigErr is non-nil (wrapping ErrCorrupt) when a config is stored
+	// but cannot be read or is invalid; Config is then not what the cluster
+	// was configured with, and a reader must not act on it as if it were.
+	ConfigErr error
 	// ConfigVersion is the version to pass to SetConfig; "" when no config
 	// is stored.
 	ConfigVersion string
@@ -58,6 +62,11 @@ type Leader struct {
 	// Holder is the member holding the lock; UnknownHolder when the record
 	// cannot be read (Err is then set).
 	Holder string
+	// Instance identifies the agent process holding the lock (see
+	// Member.Instance); "" when the record does not say (written before
+	// instance ids existed, or unreadable). A lock is this store's only when
+	// both Holder and Instance match.
+	Instance string
 	// Version is opaque and changes with every write of the record
 	// (Kubernetes: resourceVersion; etcd: mod revision).
 	Version string
@@ -159,7 +168,11 @@ func ParseReplicationState(s string) (ReplicationState, error) {
 // Member is the record a member publishes about itself.
 type Member struct {
 	Name string
-	Role Role
+	// Instance identifies the agent process that wrote the record; a new one
+	// is drawn each time an agent starts. Two live records of one Name with
+	// different Instances mean two agents were started with one name.
+	Instance string
+	Role     Role
 	// APIURL is the agent's HTTP API base URL, e.g. "http://10.0.0.5:8008".
 	APIURL string
 	// MySQLAddr is host:port of mysqld as replicas should reach it.

@@ -3,6 +3,7 @@ package failover
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
@@ -15,20 +16,25 @@ const (
 	// Idle: nothing to change (paused, or not eligible while leaderless).
 	Idle Kind = iota
 	// FenceSelf: make the local mysqld read-only and kill its clients now;
-	// the lock may no longer be ours.
+	// the lock may no longer be ours, or was never ours.
 	FenceSelf
 	// ReleaseLock: give the lock up so a healthy member takes over without
-	// waiting for ttl (our mysqld is down).
+	// waiting for ttl (our mysqld is down, or another member should lead).
 	ReleaseLock
-	// Bootstrap: race for the lock of an uninitialised cluster, then record
-	// its identity and become the first primary.
+	// Bootstrap: race for the lock of an uninitialised cluster (or, holding
+	// it, finish recording the cluster's identity), then become the first
+	// primary.
 	Bootstrap
-	// Acquire: race for a lost leader's lock, then promote.
+	// Acquire: race for a lost leader's lock; promotion follows.
 	Acquire
 	// WaitForBetter: leaderless, but a better candidate races first.
 	WaitForBetter
-	// Lead: renew the lock and make sure we are the writable primary.
+	// Lead: renew the lock and keep the running primary's settings right,
+	// fencing any other member that is writable (Action.Fence).
 	Lead
+	// Promote: renew the lock and run the promotion steps; mysqld becomes
+	// writable only when Action.Unfence says so.
+	Promote
 	// Follow: be a read-only replica of Target (the lock holder).
 	Follow
 	// Switchover: hand the lock to Target in a planned, lossless hand-over.
@@ -37,10 +43,13 @@ const (
 	RejectSwitchover
 	// ClearRequest: the pending request is fulfilled (we lead as asked).
 	ClearRequest
+	// Refuse: another live agent runs with our member name; stay fenced and
+	// do nothing else, so the real member is never displaced.
+	Refuse
 )
 
 var kindNames = [...]string{"idle", "fence-self", "release-lock", "bootstrap", "acquire", "wait-for-better",
-	"lead", "follow", "switchover", "reject-switchover", "clear-request"}
+	"lead", "promote", "follow", "switchover", "reject-switchover", "clear-request", "refuse"}
 
 func (k Kind) String() string {
 	if int(k) >= 0 && int(k) < len(kindNames) {
@@ -56,9 +65,23 @@ type Action struct {
 	Target string
 	// Reason explains the decision, for logs and events.
 	Reason string
-	// RenewOnly (with Lead): keep the lock but change nothing on mysqld,
-	// because the cluster is paused.
+	// RenewOnly (with Lead): keep the lock but change nothing on mysqld.
 	RenewOnly bool
+	// Fence (Lead, Promote) lists other members whose mysqld answered
+	// writable: fence them. A promotion whose fence fails stops there.
+	Fence []string
+	// StopReceivers (Promote) lists members still pulling from another
+	// source: stop their receivers, so an old semi-sync source can
+	// acknowledge nothing more.
+	StopReceivers []string
+	// Unfence (Promote): every check passed, become writable now.
+	Unfence bool
+	// Unverified (Promote) lists members whose mysqld could not be reached:
+	// their agents' own deadline self-fence is what keeps them read-only.
+	Unverified []string
+	// StandDown (ReleaseLock): another member should lead; do not race for
+	// the lock again for a while.
+	StandDown bool
 }
 
 // SwitchoverRequest is a pending planned hand-over.
@@ -75,23 +98,37 @@ type SwitchoverRequest struct {
 
 // Snapshot is everything one decision depends on.
 type Snapshot struct {
-	Self   string
-	Flavor gtid.Flavor
+	Self string
+	// SelfInstance is this agent process's instance id; the lock is ours
+	// only when it names both Self and SelfInstance.
+	SelfInstance string
+	// SelfAddr is our mysqld's address as peers replicate from it.
+	SelfAddr string
+	Flavor   gtid.Flavor
 	// Now is the agent's clock, the only clock decisions compare with.
 	Now time.Time
 
-	Paused      bool
-	Initialized bool
+	Paused bool
+	// ConfigUnknown: the stored cluster config cannot be read and this
+	// agent has no good copy of it, so it cannot know whether the cluster
+	// is paused: it changes nothing, as if paused.
+	ConfigUnknown bool
+	Initialized   bool
 	// ShuttingDown: the agent is stopping (SIGTERM); a holder hands over.
 	ShuttingDown bool
 
-	// Leader is the lock holder; "" when nobody holds it. LeaderExpired
-	// reports the backend's expiry rule on our clock.
-	Leader        string
-	LeaderExpired bool
+	// Leader and LeaderInstance name the lock holder; Leader is "" when
+	// nobody holds it. LeaderExpired reports the backend's expiry rule on
+	// our clock.
+	Leader         string
+	LeaderInstance string
+	LeaderExpired  bool
+	// FormerLeader is the leader we took the lock over from (failover), ""
+	// otherwise. Its data may be ahead of ours, but it is not a candidate.
+	FormerLeader string
 	// Deadline is when our hold on the lock ends, computed from the start of
 	// the last successful renewal (start + ttl - safety margin). Zero when we
-	// have not renewed since we (re)started.
+	// have not renewed since we (re)started or fenced.
 	Deadline time.Time
 	// LeaderlessSince is when this agent first saw no valid leader; zero
 	// while there is one.
@@ -101,6 +138,15 @@ type Snapshot struct {
 	Grace time.Duration
 	// MaxLag is maximum_lag_on_failover; 0 means no limit.
 	MaxLag time.Duration
+	// PromotingSince is when we started holding the lock without being
+	// writable; PromotionTimeout bounds that: after it we give the lock up
+	// rather than keep the cluster without a writable primary. 0: no bound.
+	PromotingSince   time.Time
+	PromotionTimeout time.Duration
+
+	// Duplicate is non-empty when another live agent instance publishes a
+	// member record with our name; it says which.
+	Duplicate string
 
 	// LocalUp: our mysqld answered this iteration.
 	LocalUp bool
@@ -110,52 +156,97 @@ type Snapshot struct {
 	// fence it, and giving the lock up would let another member promote
 	// next to it.
 	LocalDown bool
+	// LocalWritable: our mysqld accepts writes from ordinary clients.
+	LocalWritable bool
+	// LocalSource is the address our mysqld replicates from; "" when it has
+	// no replication configured.
+	LocalSource string
 	// Members are all members, ourselves included, as known now.
 	Members []Member
 
 	Switchover *SwitchoverRequest
+	// SwitchoverUnreadable: a switchover record exists but cannot be read;
+	// the leader clears it.
+	SwitchoverUnreadable bool
 }
 
-func (s Snapshot) holdsLock() bool { return s.Leader == s.Self && !s.LeaderExpired }
+func (s Snapshot) holdsLock() bool {
+	return s.Leader == s.Self && s.LeaderInstance == s.SelfInstance && !s.LeaderExpired
+}
 
 func (s Snapshot) leaderless() bool { return s.Leader == "" || s.LeaderExpired }
 
 // Decide returns the one action to take now. It is a pure function.
 func Decide(s Snapshot) Action {
-	// A holder past its own deadline may already have been replaced: fence
-	// before anything else (a frozen agent waking up lands here). The agent
-	// clears Deadline once fenced, so this does not repeat.
-	if s.Leader == s.Self && !s.Deadline.IsZero() && !s.Now.Before(s.Deadline) {
-		return Action{Kind: FenceSelf, Reason: "lock deadline passed without a successful renewal"}
+	if !s.Deadline.IsZero() {
+		// We believe we may write. A holder past its own deadline may
+		// already have been replaced (a frozen agent waking up lands here);
+		// one whose lock vanished or names someone else has been. Fence
+		// before anything else. The agent clears Deadline once fenced.
+		if !s.Now.Before(s.Deadline) {
+			return Action{Kind: FenceSelf, Reason: "lock deadline passed without a successful renewal"}
+		}
+		if !s.holdsLock() {
+			return Action{Kind: FenceSelf, Reason: "the lock is no longer ours: " + s.lockState()}
+		}
+	}
+	if s.Duplicate != "" && !s.holdsLock() {
+		return Action{Kind: Refuse, Reason: "refuse: duplicate identity: " + s.Duplicate}
 	}
 	if !s.LocalUp {
 		if s.holdsLock() && !s.Paused && s.LocalDown {
 			return Action{Kind: ReleaseLock, Reason: "local mysqld is down"}
 		}
 		if s.holdsLock() && !s.Paused {
-			return Action{Kind: Lead, RenewOnly: true, Reason: "local mysqld does not answer and may resume writable: keep the lock"}
+			return Action{Kind: Lead, RenewOnly: true, Reason: "keep the lock: local mysqld does not answer and may resume writable"}
 		}
 		return Action{Kind: Idle, Reason: "local mysqld is down"}
 	}
-	if s.Paused {
-		if s.holdsLock() {
-			return Action{Kind: Lead, RenewOnly: true, Reason: "cluster paused: keep the lock, change nothing"}
+	if s.Paused || s.ConfigUnknown {
+		why := "cluster paused"
+		if s.ConfigUnknown {
+			why = "stored cluster config unreadable, and no good copy of it: as if paused"
 		}
-		return Action{Kind: Idle, Reason: "cluster paused"}
+		if s.holdsLock() {
+			return Action{Kind: Lead, RenewOnly: true, Reason: "keep the lock: " + why + ": change nothing"}
+		}
+		return Action{Kind: Idle, Reason: why}
 	}
 	if s.holdsLock() {
 		if s.Deadline.IsZero() {
-			// Held from before a restart or a self-fence: nobody else may take
-			// a valid lock, so renewing is safe, but writing waits for a
-			// deadline of our own.
-			return Action{Kind: Lead, RenewOnly: true, Reason: "lock held without a renewal of ours: renew before writing"}
+			// Held from before a self-fence: nobody else may take a valid
+			// lock, so renewing is safe, but writing waits for a deadline of
+			// our own.
+			return Action{Kind: Lead, RenewOnly: true, Reason: "keep the lock: held without a renewal of ours: renew before writing"}
+		}
+		if !s.Initialized {
+			return Action{Kind: Bootstrap, Reason: "holding the lock of a cluster whose identity is not recorded yet"}
 		}
 		return decideAsLeader(s)
+	}
+	if s.LocalWritable {
+		return Action{Kind: FenceSelf, Reason: "writable without the lock"}
+	}
+	if s.Leader == s.Self && !s.LeaderExpired {
+		return Action{Kind: Idle, Reason: "the lock names this member with another agent instance (" + s.LeaderInstance +
+			"): a previous run of this agent, or another agent with our name; waiting for it to expire"}
 	}
 	if s.leaderless() {
 		return decideLeaderless(s)
 	}
 	return Action{Kind: Follow, Target: s.Leader, Reason: "following the lock holder"}
+}
+
+func (s Snapshot) lockState() string {
+	switch {
+	case s.Leader == "":
+		return "nobody holds it"
+	case s.LeaderExpired:
+		return "it expired"
+	case s.Leader == s.Self:
+		return fmt.Sprintf("it names our member with another agent instance %q", s.LeaderInstance)
+	}
+	return "held by " + s.Leader
 }
 
 func decideAsLeader(s Snapshot) Action {
@@ -165,13 +256,23 @@ func decideAsLeader(s Snapshot) Action {
 		}
 		return Action{Kind: ReleaseLock, Reason: "agent stopping and no replica can take over"}
 	}
+	if s.SwitchoverUnreadable {
+		return Action{Kind: RejectSwitchover, Reason: "the stored switchover request is unreadable"}
+	}
+	if !s.LocalWritable || s.LocalSource != "" {
+		return decidePromotion(s)
+	}
+	lead := Action{Kind: Lead, Reason: "holding the lock", Fence: s.writableOthers()}
+	if len(lead.Fence) > 0 {
+		lead.Reason = "writable without the lock: fencing " + strings.Join(lead.Fence, ", ")
+	}
 	sw := s.Switchover
 	if sw == nil || (sw.From != "" && sw.From != s.Self) || s.Now.Before(sw.ScheduledAt) {
-		return Action{Kind: Lead, Reason: "holding the lock"}
+		return lead
 	}
 	if sw.To == s.Self {
 		if sw.From == "" {
-			return Action{Kind: ClearRequest, Reason: "manual failover to us is complete"}
+			return Action{Kind: ClearRequest, Reason: "manual failover to us is complete", Fence: lead.Fence}
 		}
 		return Action{Kind: RejectSwitchover, Reason: fmt.Sprintf("switchover target %s is already the leader", sw.To)}
 	}
@@ -191,6 +292,82 @@ func decideAsLeader(s Snapshot) Action {
 	return Action{Kind: RejectSwitchover, Reason: "switchover requested but no replica is eligible"}
 }
 
+// decidePromotion is the leader's decision while its mysqld is not yet a
+// writable primary. It unfences only when no other member answers writable,
+// no receiver still pulls from another source, and no reachable eligible
+// member holds transactions we lack.
+func decidePromotion(s Snapshot) Action {
+	var stop, unverified []string
+	for _, m := range s.Members {
+		switch {
+		case m.Name == s.Self || !m.Observed:
+		case m.Reachable && m.PullingFrom != "" && m.PullingFrom != s.SelfAddr:
+			stop = append(stop, m.Name)
+		case !m.Reachable && !m.Down:
+			unverified = append(unverified, m.Name)
+		}
+	}
+	if fence := s.writableOthers(); len(fence) > 0 || len(stop) > 0 {
+		a := Action{Kind: Promote, Fence: fence, StopReceivers: stop, Reason: "promoting: stopping receivers of " + strings.Join(stop, ", ")}
+		if len(fence) > 0 {
+			a.Reason = "stop promotion: old source unfenced: fencing " + strings.Join(fence, ", ") + " first"
+		}
+		return a
+	}
+	if s.PromotionTimeout > 0 && !s.PromotingSince.IsZero() && s.Now.Sub(s.PromotingSince) >= s.PromotionTimeout {
+		return Action{Kind: ReleaseLock, StandDown: true, Reason: fmt.Sprintf("could not become writable within %s of taking the lock", s.PromotionTimeout)}
+	}
+	forced := s.Switchover != nil && s.Switchover.From == "" && s.Switchover.To == s.Self && s.Switchover.Force
+	if better := s.betterPeer(); better != "" && !forced {
+		return Action{Kind: ReleaseLock, Target: better, StandDown: true, Reason: "not unfencing: " + better + " holds transactions we lack; let it take over"}
+	}
+	a := Action{Kind: Promote, Unfence: true, Unverified: unverified, Reason: "promoting"}
+	if len(unverified) > 0 {
+		a.Reason = "promoting; unreachable, so relying on their own deadline self-fence: " + strings.Join(unverified, ", ")
+	}
+	return a
+}
+
+// writableOthers lists the other members whose mysqld answered writable.
+func (s Snapshot) writableOthers() []string {
+	var out []string
+	for _, m := range s.Members {
+		if m.Name != s.Self && m.Observed && m.Reachable && m.Writable {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// betterPeer names a reachable eligible member that ranks above us: one
+// whose history (retrieved ∪ executed) has transactions ours lacks, or, for
+// histories neither of which contains the other, the usual tie-break. The
+// leader we took over from is no candidate. "" when we rank first.
+func (s Snapshot) betterPeer() string {
+	self, ok := find(s.Members, s.Self)
+	if !ok {
+		return ""
+	}
+	// We hold the lock: rank our data, not our eligibility.
+	self.Fresh, self.Healthy, self.NoFailover, self.ReplicationBroken, self.Errant, self.Lag = true, true, false, false, false, nil
+	cands := []Member{self}
+	for _, m := range s.Members {
+		if m.Name != s.Self && m.Name != s.FormerLeader && m.Observed && m.Reachable {
+			cands = append(cands, m)
+		}
+	}
+	ranked := RankCandidates(s.Flavor, cands, 0)
+	if len(ranked) == 0 || ranked[0].Name == s.Self {
+		return ""
+	}
+	for _, c := range ranked {
+		if c.Name == s.Self && c.Missing == 0 {
+			return "" // equal data: the tie-break does not move a lock
+		}
+	}
+	return ranked[0].Name
+}
+
 // bestOther is the best-ranked eligible member other than ourselves.
 func bestOther(s Snapshot) string {
 	var others []Member
@@ -206,15 +383,16 @@ func bestOther(s Snapshot) string {
 }
 
 func decideLeaderless(s Snapshot) Action {
-	if !s.Initialized {
-		return Action{Kind: Bootstrap, Reason: "cluster not initialized"}
-	}
 	self, ok := find(s.Members, s.Self)
 	if !ok {
 		return Action{Kind: Idle, Reason: "leaderless, and our own member record is not published yet"}
 	}
 	graceOver := !s.LeaderlessSince.IsZero() && s.Now.Sub(s.LeaderlessSince) >= s.Grace
-	if sw := s.Switchover; sw != nil && sw.From == "" && sw.To != "" {
+	race := Acquire
+	if !s.Initialized {
+		race = Bootstrap
+	}
+	if sw := s.Switchover; sw != nil && sw.From == "" && sw.To != "" && s.Initialized {
 		// A manual failover: only the named member races, unless it has not
 		// taken over within the grace period (it may be dead).
 		if sw.To == s.Self {
@@ -246,13 +424,17 @@ func decideLeaderless(s Snapshot) Action {
 	if !slices.ContainsFunc(ranked, func(c Candidate) bool { return c.Name == s.Self }) {
 		return Action{Kind: Idle, Reason: "leaderless, and our GTID history cannot be read"}
 	}
+	what := "leaderless"
+	if !s.Initialized {
+		what = "cluster not initialized"
+	}
 	if ranked[0].Name == s.Self {
-		return Action{Kind: Acquire, Reason: "leaderless, and we are the best candidate"}
+		return Action{Kind: race, Reason: what + ", and we are the best candidate"}
 	}
 	if graceOver {
-		return Action{Kind: Acquire, Reason: fmt.Sprintf("leaderless for %s and the best candidate %s has not taken over", s.Now.Sub(s.LeaderlessSince), ranked[0].Name)}
+		return Action{Kind: race, Reason: fmt.Sprintf("%s for %s and the best candidate %s has not taken over", what, s.Now.Sub(s.LeaderlessSince), ranked[0].Name)}
 	}
-	return Action{Kind: WaitForBetter, Target: ranked[0].Name, Reason: fmt.Sprintf("leaderless; %s is the better candidate", ranked[0].Name)}
+	return Action{Kind: WaitForBetter, Target: ranked[0].Name, Reason: fmt.Sprintf("%s; %s is the better candidate", what, ranked[0].Name)}
 }
 
 func find(members []Member, name string) (Member, bool) {

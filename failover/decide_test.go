@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ func (b *snap) me(name string) *snap             { b.s.Self = name; return b }
 func (b *snap) leader(name string) *snap         { b.s.Leader = name; return b }
 func (b *snap) expired() *snap                   { b.s.LeaderExpired = true; return b }
 func (b *snap) deadlineIn(d time.Duration) *snap { b.s.Deadline = t0.Add(d); return b }
+func (b *snap) primary() *snap                   { b.s.LocalWritable = true; return b }
 func (b *snap) localDown() *snap                 { b.s.LocalUp, b.s.LocalDown = false, true; return b }
 func (b *snap) localHung() *snap                 { b.s.LocalUp = false; return b }
 func (b *snap) paused() *snap                    { b.s.Paused = true; return b }
@@ -43,6 +45,17 @@ func (b *snap) leaderlessFor(d time.Duration) *snap {
 }
 func (b *snap) switchover(from, to string, at time.Duration) *snap {
 	b.s.Switchover = &SwitchoverRequest{From: from, To: to, ScheduledAt: t0.Add(at)}
+	return b
+}
+func (b *snap) duplicate() *snap {
+	b.s.Duplicate = "instance b of db2 at http://10.0.0.9:8008"
+	return b
+}
+func (b *snap) leaderInstance(i string) *snap { b.s.LeaderInstance = i; return b }
+func (b *snap) configUnknown() *snap          { b.s.ConfigUnknown = true; return b }
+func (b *snap) switchoverUnreadable() *snap   { b.s.SwitchoverUnreadable = true; return b }
+func (b *snap) promotingFor(d, bound time.Duration) *snap {
+	b.s.PromotingSince, b.s.PromotionTimeout = t0.Add(-d), bound
 	return b
 }
 func (b *snap) force() *snap { b.s.Switchover.Force = true; return b }
@@ -68,6 +81,18 @@ func (b *snap) drop(name string) *snap {
 	return b
 }
 
+// observed marks every other member's mysqld as probed: reachable,
+// read-only and replicating from db1 unless f changes it.
+func (b *snap) observed(f func(*Member)) *snap {
+	for i := range b.s.Members {
+		if m := &b.s.Members[i]; m.Name != b.s.Self {
+			m.Observed, m.Reachable, m.PullingFrom = true, true, ""
+			f(m)
+		}
+	}
+	return b
+}
+
 func lag(d time.Duration) *time.Duration { return &d }
 
 func TestDecide(t *testing.T) {
@@ -80,20 +105,24 @@ func TestDecide(t *testing.T) {
 		reason string
 	}{
 		// No leader.
-		{"uninitialized cluster bootstraps", cluster().leader("").uninitialized(), Bootstrap, "", false, "not initialized"},
+		{"uninitialized cluster: the best data bootstraps", cluster().leader("").uninitialized().gtid("db2", "0-1-101"), Bootstrap, "", false, "not initialized"},
+		{"uninitialized cluster: a worse member waits", cluster().leader("").uninitialized(), WaitForBetter, "db1", false, "not initialized"},
+		{"uninitialized cluster: a worse member bootstraps after grace", cluster().leader("").uninitialized().leaderlessFor(3 * time.Second), Bootstrap, "", false, "has not taken over"},
+		{"uninitialized cluster: nofailover does not bootstrap", cluster().leader("").uninitialized().gtid("db2", "0-1-101").with("db2", func(m *Member) { m.NoFailover = true }), Idle, "", false, "nofailover"},
+		{"lock held but identity not recorded: bootstrap again", cluster().me("db1").deadlineIn(3 * time.Second).uninitialized(), Bootstrap, "", false, "not recorded"},
 		{"no leader, best candidate acquires", cluster().leader("").gtid("db1", "0-1-90").gtid("db3", "0-1-99"), Acquire, "", false, "best candidate"},
 		{"no leader, equal histories: name decides", cluster().leader("").me("db3"), WaitForBetter, "db1", false, "db1 is the better"},
 
 		// I am leader.
-		{"leader renews and leads", cluster().me("db1").deadlineIn(3 * time.Second), Lead, "", false, "holding"},
-		{"leader past its deadline fences first", cluster().me("db1").deadlineIn(-time.Millisecond), FenceSelf, "", false, "deadline passed"},
-		{"leader exactly at its deadline fences", cluster().me("db1").deadlineIn(0), FenceSelf, "", false, "deadline"},
-		{"frozen leader wakes after expiry and fences", cluster().me("db1").deadlineIn(-10 * time.Second).expired(), FenceSelf, "", false, "deadline"},
+		{"leader renews and leads", cluster().me("db1").deadlineIn(3 * time.Second).primary(), Lead, "", false, "holding"},
+		{"leader past its deadline fences first", cluster().me("db1").deadlineIn(-time.Millisecond).primary(), FenceSelf, "", false, "deadline passed"},
+		{"leader exactly at its deadline fences", cluster().me("db1").deadlineIn(0).primary(), FenceSelf, "", false, "deadline"},
+		{"frozen leader wakes after expiry and fences", cluster().me("db1").deadlineIn(-10 * time.Second).primary().expired(), FenceSelf, "", false, "deadline"},
 		{"restarted holder renews before writing", cluster().me("db1"), Lead, "", true, "renew before writing"},
-		{"leader whose mysqld died releases", cluster().me("db1").deadlineIn(3 * time.Second).localDown(), ReleaseLock, "", false, "mysqld is down"},
-		{"leader whose mysqld hangs keeps the lock", cluster().me("db1").deadlineIn(3 * time.Second).localHung(), Lead, "", true, "may resume writable"},
-		{"stopping leader hands over to best replica", cluster().me("db1").deadlineIn(3*time.Second).stopping().gtid("db2", "0-1-99"), Switchover, "db3", false, "agent stopping"},
-		{"stopping leader with no eligible replica releases", cluster().me("db1").deadlineIn(3*time.Second).stopping().
+		{"leader whose mysqld died releases", cluster().me("db1").deadlineIn(3 * time.Second).primary().localDown(), ReleaseLock, "", false, "mysqld is down"},
+		{"leader whose mysqld hangs keeps the lock", cluster().me("db1").deadlineIn(3 * time.Second).primary().localHung(), Lead, "", true, "may resume writable"},
+		{"stopping leader hands over to best replica", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().gtid("db2", "0-1-99"), Switchover, "db3", false, "agent stopping"},
+		{"stopping leader with no eligible replica releases", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().
 			with("db2", func(m *Member) { m.Healthy = false }).with("db3", func(m *Member) { m.NoFailover = true }), ReleaseLock, "", false, "no replica"},
 
 		// Leader lost.
@@ -124,21 +153,21 @@ func TestDecide(t *testing.T) {
 		{"broken replication does not race", cluster().expired().with("db2", func(m *Member) { m.ReplicationBroken = true }), Idle, "", false, "broken"},
 
 		// Paused cluster.
-		{"paused leader keeps the lock, changes nothing", cluster().me("db1").deadlineIn(time.Second).paused(), Lead, "", true, "paused"},
-		{"paused leader with mysqld down keeps the lock", cluster().me("db1").deadlineIn(time.Second).paused().localDown(), Idle, "", false, "mysqld is down"},
+		{"paused leader keeps the lock, changes nothing", cluster().me("db1").deadlineIn(time.Second).primary().paused(), Lead, "", true, "paused"},
+		{"paused leader with mysqld down keeps the lock", cluster().me("db1").deadlineIn(time.Second).primary().paused().localDown(), Idle, "", false, "mysqld is down"},
 		{"paused replica does not race for a lost lock", cluster().expired().paused(), Idle, "", false, "paused"},
-		{"paused leader past deadline still fences", cluster().me("db1").deadlineIn(-time.Second).paused(), FenceSelf, "", false, ""},
+		{"paused leader past deadline still fences", cluster().me("db1").deadlineIn(-time.Second).primary().paused(), FenceSelf, "", false, ""},
 
 		// Pending switchover.
-		{"switchover to a named member", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db3", 0), Switchover, "db3", false, "requested"},
-		{"switchover to the best replica", cluster().me("db1").deadlineIn(3*time.Second).switchover("db1", "", 0).gtid("db2", "0-1-99"), Switchover, "db3", false, "best replica"},
-		{"scheduled switchover waits", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db3", time.Minute), Lead, "", false, ""},
-		{"switchover for another leader is ignored", cluster().me("db1").deadlineIn(3*time.Second).switchover("db3", "db2", 0), Lead, "", false, ""},
-		{"switchover to an unknown member is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db9", 0), RejectSwitchover, "", false, "not a member"},
-		{"switchover to the leader itself is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("db1", "db1", 0), RejectSwitchover, "", false, "already the leader"},
-		{"switchover to a lagging member is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "db2", 0).
+		{"switchover to a named member", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("", "db3", 0), Switchover, "db3", false, "requested"},
+		{"switchover to the best replica", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("db1", "", 0).gtid("db2", "0-1-99"), Switchover, "db3", false, "best replica"},
+		{"scheduled switchover waits", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("", "db3", time.Minute), Lead, "", false, ""},
+		{"switchover for another leader is ignored", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("db3", "db2", 0), Lead, "", false, ""},
+		{"switchover to an unknown member is rejected", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("", "db9", 0), RejectSwitchover, "", false, "not a member"},
+		{"switchover to the leader itself is rejected", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("db1", "db1", 0), RejectSwitchover, "", false, "already the leader"},
+		{"switchover to a lagging member is rejected", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("", "db2", 0).
 			with("db2", func(m *Member) { m.Lag = lag(time.Hour) }), RejectSwitchover, "", false, "not eligible"},
-		{"switchover with no eligible replica is rejected", cluster().me("db1").deadlineIn(3*time.Second).switchover("", "", 0).
+		{"switchover with no eligible replica is rejected", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("", "", 0).
 			with("db2", func(m *Member) { m.Errant = true }).with("db3", func(m *Member) { m.Healthy = false }), RejectSwitchover, "", false, "no replica"},
 		// Manual failover (agentctl failover --to).
 		{"manual failover target races", cluster().expired().switchover("", "db2", 0).gtid("db3", "0-1-101"), Acquire, "", false, "manual failover"},
@@ -147,8 +176,26 @@ func TestDecide(t *testing.T) {
 		{"lagging manual target refused", cluster().expired().switchover("", "db2", 0).with("db2", func(m *Member) { m.Lag = lag(time.Hour) }), Idle, "", false, "refused"},
 		{"forced manual target with lag and errant transactions", cluster().expired().with("db2", func(m *Member) { m.Lag = lag(time.Hour); m.Errant = true }).
 			switchover("", "db2", 0).force(), Acquire, "", false, "manual failover"},
-		{"fulfilled manual failover is cleared", cluster().me("db2").leader("db2").deadlineIn(3*time.Second).switchover("", "db2", 0), ClearRequest, "", false, "complete"},
+		{"fulfilled manual failover is cleared", cluster().me("db2").leader("db2").deadlineIn(3*time.Second).primary().switchover("", "db2", 0), ClearRequest, "", false, "complete"},
 		{"replica ignores a pending switchover", cluster().switchover("", "db2", 0), Follow, "db1", false, ""},
+
+		// Identity.
+		{"refuse: duplicate identity", cluster().duplicate(), Refuse, "", false, "duplicate identity"},
+		{"duplicate record while holding our lock: the real member goes on", cluster().me("db1").deadlineIn(3 * time.Second).primary().duplicate(), Lead, "", false, "holding"},
+		{"lock names us with another instance: fence at once", cluster().me("db1").deadlineIn(3 * time.Second).primary().leaderInstance("b"), FenceSelf, "", false, "another agent instance"},
+		{"lock names us with another instance, not ours: wait", cluster().me("db1").leaderInstance("b"), Idle, "", false, "another agent instance"},
+		{"lock vanished while held: fence at once", cluster().me("db1").leader("").deadlineIn(3 * time.Second).primary(), FenceSelf, "", false, "nobody holds it"},
+		{"lock held by another while we held it: fence at once", cluster().me("db1").leader("db3").deadlineIn(3 * time.Second).primary(), FenceSelf, "", false, "held by db3"},
+
+		// Never writable without the lock.
+		{"writable without the lock: fence", cluster().primary(), FenceSelf, "", false, "writable without the lock"},
+		{"writable without the lock while leaderless: fence", cluster().expired().primary(), FenceSelf, "", false, "writable without the lock"},
+		{"paused: a writable replica is left alone", cluster().paused().primary(), Idle, "", false, "paused"},
+
+		// An unreadable config or switchover record.
+		{"config unreadable: no failover", cluster().expired().configUnknown(), Idle, "", false, "unreadable"},
+		{"config unreadable: the leader keeps the lock and changes nothing", cluster().me("db1").deadlineIn(3 * time.Second).primary().configUnknown(), Lead, "", true, "unreadable"},
+		{"unreadable switchover record is cleared", cluster().me("db1").deadlineIn(3 * time.Second).primary().switchoverUnreadable(), RejectSwitchover, "", false, "unreadable"},
 
 		// Following.
 		{"replica follows the holder", cluster(), Follow, "db1", false, "following"},
@@ -160,6 +207,82 @@ func TestDecide(t *testing.T) {
 			if got.Kind != c.kind || got.Target != c.target || got.RenewOnly != c.renew || !strings.Contains(got.Reason, c.reason) {
 				t.Errorf("Decide = %+v (%s), want kind %s target %q renewOnly %v reason containing %q",
 					got, got.Kind, c.kind, c.target, c.renew, c.reason)
+			}
+		})
+	}
+}
+
+// promoting is db2 holding the lock of a lost db1, still a read-only
+// replica of it, with every peer probed.
+func promoting() *snap {
+	b := cluster().me("db2").leader("db2").deadlineIn(3 * time.Second)
+	b.s.SelfAddr, b.s.LocalSource, b.s.FormerLeader = "10.0.0.2:3306", "10.0.0.1:3306", "db1"
+	return b.observed(func(*Member) {})
+}
+
+// TestDecideLeaderSafety covers the leader's and the promoting candidate's
+// split-brain rules, with every field of the action.
+func TestDecideLeaderSafety(t *testing.T) {
+	cases := []struct {
+		name string
+		snap *snap
+		want Action
+	}{
+		{"leader fences another writable member every iteration",
+			cluster().me("db1").deadlineIn(3 * time.Second).primary().observed(func(m *Member) { m.Writable = m.Name == "db3" }),
+			Action{Kind: Lead, Fence: []string{"db3"}}},
+		{"leader with read-only peers fences nobody",
+			cluster().me("db1").deadlineIn(3 * time.Second).primary().observed(func(*Member) {}),
+			Action{Kind: Lead}},
+		{"stop promotion: old source unfenced",
+			promoting().with("db1", func(m *Member) { m.Writable = true }),
+			Action{Kind: Promote, Fence: []string{"db1"}}},
+		{"promotion stops receivers pulling from another source first",
+			promoting().with("db3", func(m *Member) { m.PullingFrom = "10.0.0.1:3306" }),
+			Action{Kind: Promote, StopReceivers: []string{"db3"}}},
+		{"a receiver pulling from us is left alone",
+			promoting().with("db3", func(m *Member) { m.PullingFrom = "10.0.0.2:3306" }),
+			Action{Kind: Promote, Unfence: true}},
+		{"all fenced: unfence",
+			promoting(),
+			Action{Kind: Promote, Unfence: true}},
+		{"old source provably down: unfence",
+			promoting().with("db1", func(m *Member) { m.Reachable, m.Down = false, true }),
+			Action{Kind: Promote, Unfence: true}},
+		{"old source unreachable: unfence, relying on its own self-fence",
+			promoting().with("db1", func(m *Member) { m.Reachable = false }),
+			Action{Kind: Promote, Unfence: true, Unverified: []string{"db1"}}},
+		{"a reachable eligible peer with transactions we lack: let it take over",
+			promoting().gtid("db3", "0-1-101"),
+			Action{Kind: ReleaseLock, Target: "db3", StandDown: true}},
+		{"an unreachable peer's record does not block",
+			promoting().gtid("db3", "0-1-101").with("db3", func(m *Member) { m.Reachable = false }),
+			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
+		{"an errant peer's extra transactions do not block",
+			promoting().gtid("db3", "0-1-101").with("db3", func(m *Member) { m.Errant = true }),
+			Action{Kind: Promote, Unfence: true}},
+		{"the former leader's extra transactions do not block",
+			promoting().gtid("db1", "0-1-200"),
+			Action{Kind: Promote, Unfence: true}},
+		{"equal data: the tie-break does not move the lock",
+			promoting().me("db3").leader("db3").with("db2", func(m *Member) { m.Priority = 9 }),
+			Action{Kind: Promote, Unfence: true}},
+		{"forced manual failover ignores a better peer",
+			promoting().gtid("db3", "0-1-101").switchover("", "db2", 0).force(),
+			Action{Kind: Promote, Unfence: true}},
+		{"a promotion that cannot complete gives the lock up after its bound",
+			promoting().promotingFor(61*time.Second, time.Minute),
+			Action{Kind: ReleaseLock, StandDown: true}},
+		{"within the bound it keeps trying",
+			promoting().promotingFor(59*time.Second, time.Minute),
+			Action{Kind: Promote, Unfence: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Decide(c.snap.s)
+			got.Reason = ""
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Decide = %+v, want %+v", got, c.want)
 			}
 		})
 	}

@@ -29,6 +29,18 @@ type Member struct {
 	// Lag is the replication delay last observed while its source was up;
 	// nil when unknown.
 	Lag *time.Duration
+	// Hold, when set, says why the member holds back from racing for now.
+	Hold string
+
+	// Set for peers whose mysqld the deciding agent probed this iteration
+	// (it does while leading or promoting):
+	//
+	// Observed: it was probed. Reachable: it answered, and Writable and
+	// PullingFrom (the source address its receiver is pulling from, "" when
+	// the receiver is stopped) are what it answered. Down: the connection
+	// was refused, so no mysqld runs there.
+	Observed, Reachable, Down, Writable bool
+	PullingFrom                         string
 }
 
 // Ineligibility says why a member may not take over; "" means it may.
@@ -44,6 +56,8 @@ func Ineligibility(m Member, maxLag time.Duration) string {
 		return "its replication is broken"
 	case m.Errant:
 		return "it has errant transactions"
+	case m.Hold != "":
+		return m.Hold
 	case maxLag > 0 && m.Lag != nil && *m.Lag > maxLag:
 		return fmt.Sprintf("its lag %s exceeds maximum_lag_on_failover %s", *m.Lag, maxLag)
 	}

@@ -150,7 +150,7 @@ func TestSwitchoverWaitsForTheNewPrimary(t *testing.T) {
 	}()
 	// Play the agents: the leader hands over, the target reports primary.
 	waitFor(t, func() bool { return mustCluster(t, f).Switchover != nil })
-	if err := f.stores["db1"].HandoverLeader(ctx, "db2"); err != nil {
+	if err := f.stores["db1"].HandoverLeader(ctx, "db2", f.stores["db2"].Instance()); err != nil {
 		t.Fatal(err)
 	}
 	cl := mustCluster(t, f)

@@ -33,6 +33,10 @@ type Settings struct {
 	EtcdPrefix    string
 	Cluster       string
 	Member        string
+	// Instance is the agent instance id the store writes into the lock and
+	// the member record (dcs.ValidateInstance); the store draws a random
+	// one when empty. Read it back from Conn.Store.Instance().
+	Instance string
 	// Timeout bounds connecting (etcd dial).
 	Timeout time.Duration
 }
@@ -68,7 +72,7 @@ func Open(s Settings, log *zap.Logger) (*Conn, error) {
 			return nil, fmt.Errorf("connecting to etcd %s: %w", s.EtcdEndpoints, err)
 		}
 		store, err := dcsetcd.New(dcsetcd.Options{Client: cli, Prefix: s.EtcdPrefix, Cluster: s.Cluster,
-			Member: s.Member, Logger: log.Named("dcs")})
+			Member: s.Member, Instance: s.Instance, Logger: log.Named("dcs")})
 		if err != nil {
 			cli.Close()
 			return nil, err
@@ -84,7 +88,7 @@ func Open(s Settings, log *zap.Logger) (*Conn, error) {
 			return nil, fmt.Errorf("building the Kubernetes client: %w", err)
 		}
 		store, err := dcskube.New(dcskube.Options{Leases: kube.CoordinationV1(), Namespace: s.Namespace,
-			Cluster: s.Cluster, Member: s.Member, Logger: log.Named("dcs")})
+			Cluster: s.Cluster, Member: s.Member, Instance: s.Instance, Logger: log.Named("dcs")})
 		if err != nil {
 			return nil, err
 		}

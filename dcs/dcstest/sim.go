@@ -56,7 +56,7 @@ func (sim *Sim) iterate(ctx context.Context, s dcs.Store, i int) {
 	}
 	role := dcs.RoleReplica
 	switch {
-	case c.Leader != nil && c.Leader.Holder == s.Member():
+	case heldBy(s)(c):
 		start := time.Now()
 		err := s.RenewLeader(cctx, sim.TTL)
 		if err != nil {

@@ -73,6 +73,10 @@ func testGarbageLeader(t *testing.T, cli *clientv3.Client) {
 		{"unleased garbage", "{", false, "leader record is not valid JSON", dcs.DefaultTTL},
 		{"unleased missing fields", `{"holder":"m0"}`, false, "acquired_at is missing", dcs.DefaultTTL},
 		{"unleased valid record naming me", `{"holder":"m0","ttl_seconds":9,"acquired_at":"2025-01-01T00:00:00Z"}`, false, "", 9 * time.Second},
+		// An older agent named m0 holds it: another agent, not this store.
+		{"leased record naming me without an instance", `{"holder":"m0","ttl_seconds":9,"acquired_at":"2025-01-01T00:00:00Z"}`, true, "", 0},
+		{"leased record naming me with another instance", `{"holder":"m0","instance":"0123456789abcdef","ttl_seconds":9,"acquired_at":"2025-01-01T00:00:00Z"}`, true, "", 0},
+		{"leased record naming me with a malformed instance", `{"holder":"m0","instance":"Not/An-Id","ttl_seconds":9,"acquired_at":"2025-01-01T00:00:00Z"}`, true, `agent instance id "Not/An-Id"`, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cluster := newCluster()
@@ -102,6 +106,9 @@ func testGarbageLeader(t *testing.T, cli *clientv3.Client) {
 			}
 			if l.Expired {
 				t.Fatalf("lock reads expired at once: %+v", l)
+			}
+			if l.Instance == a.Instance() {
+				t.Fatalf("lock reads as held by this store's instance: %+v", l)
 			}
 			// Never held by me, whatever the record says.
 			if err := a.RenewLeader(ctx5(t), ttl); !errors.Is(err, dcs.ErrNotLeader) {
@@ -167,6 +174,9 @@ func testGarbageRecords(t *testing.T, cli *clientv3.Client) {
 	}
 	if len(c.Members) != 0 || c.Config != dcs.DefaultConfig() || c.History != nil {
 		t.Fatalf("garbage leaked into the snapshot: %+v", c)
+	}
+	if !errors.Is(c.ConfigErr, dcs.ErrCorrupt) {
+		t.Fatalf("ConfigErr %v, want the unreadable config flagged (a reader must not act on the defaults)", c.ConfigErr)
 	}
 	if c.Switchover == nil || c.Switchover.Err == nil || c.Initialized == nil || c.Initialized.Err == nil {
 		t.Fatalf("unreadable switchover/initialized must be present with Err: %+v %+v", c.Switchover, c.Initialized)
@@ -345,6 +355,34 @@ func testServerDies(t *testing.T) {
 	}
 	if c, err := a.Cluster(ctx5(t)); err != nil || c.Leader == nil || c.Leader.Holder != "m0" {
 		t.Fatalf("snapshot after etcd stopped: %+v, %v", c, err)
+	}
+}
+
+// TestNewRejectsBadInstance: Options.Instance is checked before anything
+// else happens; an empty one is drawn at random.
+func TestNewRejectsBadInstance(t *testing.T) {
+	cli := unreachableClient(t)
+	for _, inst := range []string{"UPPER", "a/b", "a b", "a_b", strings.Repeat("a", dcs.MaxInstanceLen+1)} {
+		_, err := etcd.New(etcd.Options{Client: cli, Cluster: "c", Member: "m0", Instance: inst})
+		if !errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), "leave Instance empty") {
+			t.Errorf("New with instance %q: %v, want ErrInvalid naming the fix", inst, err)
+		}
+	}
+	s, err := etcd.New(etcd.Options{Client: cli, Cluster: "c", Member: "m0", Instance: "given-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Instance() != "given-1" {
+		t.Fatalf("Instance() = %q, want the given one", s.Instance())
+	}
+	r, err := etcd.New(etcd.Options{Client: cli, Cluster: "c", Member: "m0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if len(r.Instance()) != 16 || dcs.ValidateInstance(r.Instance()) != nil {
+		t.Fatalf("drawn Instance() = %q, want 16 hex characters", r.Instance())
 	}
 }
 

@@ -5,7 +5,7 @@
 // All keys of a cluster live under <prefix>/<cluster>/ (prefix "/mysqlha" by
 // default):
 //
-//	leader          {"holder","ttl_seconds","acquired_at"} bound to a lock lease
+//	leader          {"holder","instance","ttl_seconds","acquired_at"} bound to a lock lease
 //	members/<name>  member record (JSON) bound to the member's session lease
 //	config          cluster config (JSON)
 //	switchover      pending switchover request (JSON)
@@ -21,9 +21,11 @@
 // by the etcd server alone — one authority, no comparison of clocks — and
 // the key vanishes when its lease expires. Every write that depends on
 // holding the lock is a transaction guarded by the key's create revision (the
-// fencing token of one tenure) and its exact value. A hand-over rewrites the
-// value to the new holder, bound to a fresh lease, in one guarded
-// transaction; the new holder adopts that lease from the key.
+// fencing token of one tenure) and its exact value, which names the holder's
+// member and agent instance: a tenure belongs to one agent process, not to
+// a name. A hand-over rewrites the value to the new holder and instance,
+// bound to a fresh lease, in one guarded transaction; the store of that
+// member and instance adopts the lease from the key.
 //
 // A leader key that is not bound to any lease (written by hand) could never
 // expire, so it is judged like a Kubernetes Lease: taken over after it has
@@ -89,6 +91,10 @@ type Options struct {
 	Prefix string
 	// Cluster and Member name this store (both required).
 	Cluster, Member string
+	// Instance is the agent instance id this store writes into the leader
+	// key and the member record (dcs.ValidateInstance); a random one when
+	// empty.
+	Instance string
 	// Clock judges unleased leader keys and the member write rate;
 	// clock.RealClock{} when nil.
 	Clock clock.Clock
@@ -111,7 +117,9 @@ type hold struct {
 }
 
 type leaderJSON struct {
-	Holder     string    `json:"holder"`
+	Holder string `json:"holder"`
+	// Instance is absent in keys written by agents older than instance ids.
+	Instance   string    `json:"instance,omitempty"`
 	TTLSeconds int64     `json:"ttl_seconds"`
 	AcquiredAt time.Time `json:"acquired_at"`
 }
@@ -120,7 +128,7 @@ type leaderJSON struct {
 type Store struct {
 	cli                      *clientv3.Client
 	prefix                   string // "<prefix>/<cluster>/"
-	cluster, name            string
+	cluster, name, instance  string
 	clock                    clock.Clock
 	log                      *zap.Logger
 	memberTTL, memberRefresh time.Duration
@@ -164,6 +172,10 @@ func New(opts Options) (*Store, error) {
 	if err := dcs.ValidateName("member", opts.Member); err != nil {
 		return nil, err
 	}
+	var err error
+	if opts.Instance, err = record.StoreInstance(opts.Instance); err != nil {
+		return nil, err
+	}
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
@@ -176,15 +188,15 @@ func New(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	var err error
 	if opts.MemberTTL, opts.MemberRefresh, err = record.MemberTiming(opts.MemberTTL, opts.MemberRefresh); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		cli: opts.Client, prefix: opts.Prefix + "/" + opts.Cluster + "/",
-		cluster: opts.Cluster, name: opts.Member, clock: opts.Clock,
-		log:       opts.Logger.Named("dcs-etcd").With(zap.String("cluster", opts.Cluster), zap.String("member", opts.Member)),
+		cluster: opts.Cluster, name: opts.Member, instance: opts.Instance, clock: opts.Clock,
+		log: opts.Logger.Named("dcs-etcd").With(zap.String("cluster", opts.Cluster), zap.String("member", opts.Member),
+			zap.String("instance", opts.Instance)),
 		memberTTL: opts.MemberTTL, memberRefresh: opts.MemberRefresh,
 		changes: make(chan struct{}, 1), syncedCh: make(chan struct{}),
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
@@ -199,6 +211,9 @@ func (s *Store) key(k string) string { return s.prefix + k }
 
 // Member implements dcs.Store.
 func (s *Store) Member() string { return s.name }
+
+// Instance implements dcs.Store.
+func (s *Store) Instance() string { return s.instance }
 
 // Changes implements dcs.Store.
 func (s *Store) Changes() <-chan struct{} { return s.changes }
@@ -436,6 +451,11 @@ func parseLeader(where string, b []byte) (leaderJSON, error) {
 	if err := dcs.ValidateName("holder", j.Holder); err != nil {
 		errs = append(errs, err)
 	}
+	if j.Instance != "" {
+		if err := dcs.ValidateInstance(j.Instance); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if ttl := time.Duration(j.TTLSeconds) * time.Second; j.TTLSeconds <= 0 || ttl > dcs.MaxTTL || ttl < dcs.MinTTL {
 		errs = append(errs, fmt.Errorf("impossible ttl_seconds %d (want %v..%v)", j.TTLSeconds, dcs.MinTTL, dcs.MaxTTL))
 	}
@@ -462,6 +482,7 @@ func (s *Store) Cluster(ctx context.Context) (*dcs.Cluster, error) {
 		cfg, err := record.DecodeConfig(string(kv.Key), kv.Value)
 		if err != nil {
 			c.Problems = append(c.Problems, err)
+			c.ConfigErr = err
 		} else {
 			c.Config, s.lastConfig = cfg, cfg
 		}
@@ -525,7 +546,7 @@ func (s *Store) leaderOf(kv *mvccpb.KeyValue, observed time.Time, cfgTTL time.Du
 	if err != nil {
 		l.Holder, l.Err = dcs.UnknownHolder, err
 	} else {
-		l.Holder, l.TTL, l.AcquiredAt = j.Holder, time.Duration(j.TTLSeconds)*time.Second, j.AcquiredAt
+		l.Holder, l.Instance, l.TTL, l.AcquiredAt = j.Holder, j.Instance, time.Duration(j.TTLSeconds)*time.Second, j.AcquiredAt
 	}
 	if kv.Lease == 0 {
 		l.Expired = !now.Before(observed.Add(l.TTL))
@@ -539,22 +560,31 @@ func ver(kv *mvccpb.KeyValue) string { return strconv.FormatInt(kv.ModRevision, 
 
 func ttlSeconds(ttl time.Duration) int64 { return int64(ttl / time.Second) }
 
-func (s *Store) leaderValue(holder string, ttl time.Duration, acquired time.Time) []byte {
-	b, _ := json.Marshal(leaderJSON{Holder: holder, TTLSeconds: ttlSeconds(ttl), AcquiredAt: acquired.UTC()})
+func (s *Store) leaderValue(holder, instance string, ttl time.Duration, acquired time.Time) []byte {
+	b, _ := json.Marshal(leaderJSON{Holder: holder, Instance: instance, TTLSeconds: ttlSeconds(ttl), AcquiredAt: acquired.UTC()})
 	return b
 }
 
 // holderOf names the holder in a txn's Else(Get) response, for errors.
-func holderOf(resp *clientv3.TxnResponse) string {
+func (s *Store) holderOf(resp *clientv3.TxnResponse) string {
 	for _, r := range resp.Responses {
 		if rr := r.GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
-			if j, err := parseLeader("", rr.Kvs[0].Value); err == nil {
-				return j.Holder
-			}
-			return dcs.UnknownHolder
+			return s.holderOfKV(rr.Kvs[0])
 		}
 	}
 	return "nobody"
+}
+
+// holderOfKV names the holder recorded in a leader key, for errors.
+func (s *Store) holderOfKV(kv *mvccpb.KeyValue) string {
+	if kv == nil {
+		return "nobody"
+	}
+	j, err := parseLeader("", kv.Value)
+	if err != nil {
+		return dcs.UnknownHolder
+	}
+	return record.HolderDescription(s.name, s.instance, j.Holder, j.Instance)
 }
 
 // guard is the fencing comparison of a tenure.
@@ -593,8 +623,9 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 		s.mu.Unlock()
 		l := s.leaderOf(kv, observed, cfgTTL, s.clock.Now())
 		switch {
-		case l.Err == nil && l.Holder == s.name && kv.Lease != 0:
-			// Ours already (restart, or handed to us): adopt and renew.
+		case l.Err == nil && l.Holder == s.name && l.Instance == s.instance && kv.Lease != 0:
+			// Ours already (acquired before, or handed to us): adopt and
+			// renew. A restarted agent is a new instance and waits for expiry.
 			s.held = &hold{lease: clientv3.LeaseID(kv.Lease), createRev: kv.CreateRevision, value: kv.Value, ttl: l.TTL}
 			err := s.renewLocked(ctx, op, ttl)
 			if errors.Is(err, dcs.ErrNotLeader) {
@@ -603,10 +634,11 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 			}
 			return err
 		case kv.Lease != 0:
-			return fmt.Errorf("%s: %w: held by %s until its etcd lease %x expires%s", op, dcs.ErrHeld, l.Holder, kv.Lease, errSuffix(l.Err))
+			return fmt.Errorf("%s: %w: held by %s until its etcd lease %x expires%s", op, dcs.ErrHeld,
+				record.HolderDescription(s.name, s.instance, l.Holder, l.Instance), kv.Lease, errSuffix(l.Err))
 		case !l.Expired:
 			return fmt.Errorf("%s: %w: held by %s with no lease; it can be replaced after it stays unchanged for %v%s",
-				op, dcs.ErrHeld, l.Holder, l.TTL, errSuffix(l.Err))
+				op, dcs.ErrHeld, record.HolderDescription(s.name, s.instance, l.Holder, l.Instance), l.TTL, errSuffix(l.Err))
 		}
 		// An expired unleased key: remove it, guarded on the revision we
 		// judged, then race like everybody else.
@@ -623,7 +655,7 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return mapErr(op, err)
 	}
-	value := s.leaderValue(s.name, ttl, s.clock.Now())
+	value := s.leaderValue(s.name, s.instance, ttl, s.clock.Now())
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, string(value), clientv3.WithLease(grant.ID))).
@@ -635,7 +667,7 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 	}
 	if !resp.Succeeded {
 		s.revoke(grant.ID)
-		return fmt.Errorf("%s: %w: %s took the lock first", op, dcs.ErrConflict, holderOf(resp))
+		return fmt.Errorf("%s: %w: %s took the lock first", op, dcs.ErrConflict, s.holderOf(resp))
 	}
 	s.held = &hold{lease: grant.ID, createRev: resp.Header.Revision, value: value, ttl: ttl}
 	s.catchUp(ctx, resp.Header.Revision)
@@ -649,9 +681,10 @@ func errSuffix(err error) string {
 	return fmt.Sprintf(" (%v)", err)
 }
 
-// adopt makes s.held describe the tenure if this member holds the lock:
-// from the cache, then, if the cache does not show this member holding it
-// (it may lag a hand-over to us), from a linearizable read.
+// adopt makes s.held describe the tenure if this member and instance hold
+// the lock: from the cache, then, if the cache does not show them holding it
+// (it may lag a hand-over to us), from a linearizable read. A key naming
+// this member with another instance is another agent's tenure.
 func (s *Store) adopt(ctx context.Context, op string) error {
 	if s.held != nil {
 		return nil
@@ -661,7 +694,7 @@ func (s *Store) adopt(ctx context.Context, op string) error {
 			return false
 		}
 		j, err := parseLeader(string(kv.Key), kv.Value)
-		if err != nil || j.Holder != s.name {
+		if err != nil || j.Holder != s.name || j.Instance != s.instance {
 			return false
 		}
 		s.held = &hold{lease: clientv3.LeaseID(kv.Lease), createRev: kv.CreateRevision, value: kv.Value, ttl: time.Duration(j.TTLSeconds) * time.Second}
@@ -681,14 +714,7 @@ func (s *Store) adopt(ctx context.Context, op string) error {
 	if try(kv) {
 		return nil
 	}
-	holder := "nobody"
-	if kv != nil {
-		holder = dcs.UnknownHolder
-		if j, err := parseLeader("", kv.Value); err == nil {
-			holder = j.Holder
-		}
-	}
-	return fmt.Errorf("%s: %w: held by %s", op, dcs.ErrNotLeader, holder)
+	return fmt.Errorf("%s: %w: held by %s", op, dcs.ErrNotLeader, s.holderOfKV(kv))
 }
 
 // RenewLeader implements dcs.Store: KeepAliveOnce on the lock lease, then a
@@ -729,7 +755,7 @@ func (s *Store) renewLocked(ctx context.Context, op string, ttl time.Duration) e
 	}
 	if !resp.Succeeded {
 		s.held = nil
-		return fmt.Errorf("%s: %w: held by %s", op, dcs.ErrNotLeader, holderOf(resp))
+		return fmt.Errorf("%s: %w: held by %s", op, dcs.ErrNotLeader, s.holderOf(resp))
 	}
 	return nil
 }
@@ -747,7 +773,7 @@ func (s *Store) rebind(ctx context.Context, op string, ttl time.Duration) error 
 	if j, err := parseLeader(k, h.value); err == nil {
 		acquired = j.AcquiredAt
 	}
-	value := s.leaderValue(s.name, ttl, acquired)
+	value := s.leaderValue(s.name, s.instance, ttl, acquired)
 	resp, err := s.cli.Txn(ctx).If(s.guard(h)...).
 		Then(clientv3.OpPut(k, string(value), clientv3.WithLease(grant.ID))).
 		Else(clientv3.OpGet(k)).Commit()
@@ -757,7 +783,7 @@ func (s *Store) rebind(ctx context.Context, op string, ttl time.Duration) error 
 	if !resp.Succeeded {
 		s.revoke(grant.ID)
 		s.held = nil
-		return fmt.Errorf("%s: %w: held by %s", op, dcs.ErrNotLeader, holderOf(resp))
+		return fmt.Errorf("%s: %w: held by %s", op, dcs.ErrNotLeader, s.holderOf(resp))
 	}
 	s.revoke(h.lease)
 	s.held = &hold{lease: grant.ID, createRev: h.createRev, value: value, ttl: ttl}
@@ -785,7 +811,7 @@ func (s *Store) ReleaseLeader(ctx context.Context) error {
 	}
 	s.held = nil
 	if !resp.Succeeded {
-		return fmt.Errorf("%s: %w: held by %s", op, dcs.ErrNotLeader, holderOf(resp))
+		return fmt.Errorf("%s: %w: held by %s", op, dcs.ErrNotLeader, s.holderOf(resp))
 	}
 	s.revoke(h.lease)
 	s.catchUp(ctx, resp.Header.Revision)
@@ -793,11 +819,12 @@ func (s *Store) ReleaseLeader(ctx context.Context) error {
 }
 
 // HandoverLeader implements dcs.Store: one guarded transaction rewrites the
-// key to name `to`, bound to a fresh lease of the same ttl, which `to`
-// adopts from the key. The old lease is then revoked.
-func (s *Store) HandoverLeader(ctx context.Context, to string) error {
+// key to name `to` and toInstance, bound to a fresh lease of the same ttl,
+// which the store of `to` and toInstance adopts from the key. The old lease
+// is then revoked.
+func (s *Store) HandoverLeader(ctx context.Context, to, toInstance string) error {
 	op := "handing leader lock over to " + to
-	if err := dcs.ValidateHandover(s.name, to); err != nil {
+	if err := dcs.ValidateHandover(s.name, to, toInstance); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -814,7 +841,7 @@ func (s *Store) HandoverLeader(ctx context.Context, to string) error {
 	if err != nil {
 		return mapErr(op, err)
 	}
-	value := s.leaderValue(to, h.ttl, s.clock.Now())
+	value := s.leaderValue(to, toInstance, h.ttl, s.clock.Now())
 	resp, err := s.cli.Txn(ctx).If(s.guard(h)...).
 		Then(clientv3.OpPut(k, string(value), clientv3.WithLease(grant.ID))).
 		Else(clientv3.OpGet(k)).Commit()
@@ -824,7 +851,7 @@ func (s *Store) HandoverLeader(ctx context.Context, to string) error {
 	s.held = nil
 	if !resp.Succeeded {
 		s.revoke(grant.ID)
-		return fmt.Errorf("%s: %w: held by %s", op, dcs.ErrNotLeader, holderOf(resp))
+		return fmt.Errorf("%s: %w: held by %s", op, dcs.ErrNotLeader, s.holderOf(resp))
 	}
 	s.revoke(h.lease)
 	s.catchUp(ctx, resp.Header.Revision)
@@ -875,7 +902,7 @@ func (s *Store) ensureSession(ctx context.Context, op string) (clientv3.LeaseID,
 func (s *Store) UpdateMember(ctx context.Context, m dcs.Member) error {
 	const op = "updating member record"
 	now := s.clock.Now()
-	m, data, err := record.PrepareMember(s.name, m, now)
+	m, data, err := record.PrepareMember(s.name, s.instance, m, now)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

@@ -82,6 +82,11 @@ func TestContract(t *testing.T) {
 				c.Step(d)
 			}
 		}
+		e.Twin = func(i int) dcs.Store {
+			c := fakeClock()
+			clocks = append(clocks, c)
+			return newStore(t, cli, cluster, fmt.Sprintf("m%d", i), c)
+		}
 		e.Unreachable = func() dcs.Store { return newStore(t, unreachableClient(t), cluster, "unreachable", fakeClock()) }
 		return e
 	})

@@ -107,7 +107,7 @@ func testGarbageLeader(t *testing.T, api *kubetest.APIServer, ns string) {
 			if err := a.RenewLeader(ctx5(t), ttl); !errors.Is(err, dcs.ErrNotLeader) {
 				t.Fatalf("renew of a corrupt lock naming me: %v, want ErrNotLeader", err)
 			}
-			if err := a.HandoverLeader(ctx5(t), "m1"); !errors.Is(err, dcs.ErrNotLeader) {
+			if err := a.HandoverLeader(ctx5(t), "m1", "0123456789abcdef"); !errors.Is(err, dcs.ErrNotLeader) {
 				t.Fatalf("hand-over of a corrupt lock: %v, want ErrNotLeader", err)
 			}
 			// Never free before the ttl rule: held until unchanged for ttl.
@@ -125,6 +125,63 @@ func testGarbageLeader(t *testing.T, api *kubetest.APIServer, ns string) {
 				t.Fatalf("after takeover: %+v, problems %v", c.Leader, c.Problems)
 			}
 		})
+	}
+}
+
+// testLeaderEditedByHand: the holder's instance annotation names the
+// holder it was written for. After someone else (kubectl edit, an older
+// agent) sets holderIdentity to another member without rewriting it, the
+// lock reads as held by that member with no instance: nobody's store may
+// renew or adopt it, and it is taken over only once it expires.
+func testLeaderEditedByHand(t *testing.T, api *kubetest.APIServer, ns string) {
+	cs := api.Client(t)
+	cluster := newCluster()
+	aclk, bclk := fakeClock(), fakeClock()
+	a := newStore(t, api.Config(), ns, cluster, "m0", aclk)
+	b := newStore(t, api.Config(), ns, cluster, "m1", bclk)
+	if err := a.AcquireLeader(ctx5(t), ttl); err != nil {
+		t.Fatal(err)
+	}
+	leases := cs.CoordinationV1().Leases(ns)
+	l, err := leases.Get(ctx5(t), cluster+"-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Annotations[k8sdcs.HolderInstanceAnnotation], "m0/"+a.Instance(); got != want || ptr.Deref(l.Spec.HolderIdentity, "") != "m0" {
+		t.Fatalf("leader Lease holderIdentity %q, annotation %q; want m0 and %q", ptr.Deref(l.Spec.HolderIdentity, ""), got, want)
+	}
+	l.Spec.HolderIdentity = ptr.To("m1") // the annotation still says m0/<a's instance>
+	if _, err := leases.Update(ctx5(t), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []dcs.Store{a, b} {
+		c := waitCluster(t, s, "m1 holds", func(c *dcs.Cluster) bool { return c.Leader != nil && c.Leader.Holder == "m1" })
+		if c.Leader.Instance != "" || c.Leader.Err != nil {
+			t.Fatalf("%s reads the edited lock as %+v, want m1 with instance \"\" and no error", s.Member(), c.Leader)
+		}
+	}
+	if err := b.RenewLeader(ctx5(t), ttl); !errors.Is(err, dcs.ErrNotLeader) {
+		t.Fatalf("m1 renews a lock naming it without its instance: %v, want ErrNotLeader", err)
+	}
+	if err := a.RenewLeader(ctx5(t), ttl); !errors.Is(err, dcs.ErrNotLeader) {
+		t.Fatalf("m0 renews after holderIdentity was changed: %v, want ErrNotLeader", err)
+	}
+	err = b.AcquireLeader(ctx5(t), ttl)
+	if !errors.Is(err, dcs.ErrHeld) || !strings.Contains(err.Error(), "no agent instance id") {
+		t.Fatalf("m1 acquires a lock naming it without an instance: %v, want ErrHeld saying so", err)
+	}
+	bclk.Step(ttl)
+	if err := b.AcquireLeader(ctx5(t), ttl); err != nil {
+		t.Fatalf("m1 takes over once the lock expired: %v", err)
+	}
+	c := waitCluster(t, a, "m1's instance holds", func(c *dcs.Cluster) bool {
+		return c.Leader != nil && c.Leader.Holder == "m1" && c.Leader.Instance == b.Instance()
+	})
+	if len(c.Problems) != 0 {
+		t.Fatalf("problems: %v", c.Problems)
+	}
+	if err := b.RenewLeader(ctx5(t), ttl); err != nil {
+		t.Fatalf("m1 renews its own lock: %v", err)
 	}
 }
 
@@ -193,6 +250,9 @@ func testGarbageRecords(t *testing.T, api *kubetest.APIServer, ns string) {
 	}
 	if c.Switchover == nil || !errors.Is(c.Switchover.Err, dcs.ErrCorrupt) || c.Initialized == nil || !errors.Is(c.Initialized.Err, dcs.ErrCorrupt) {
 		t.Fatalf("unreadable switchover/initialized must be present with Err: %+v %+v", c.Switchover, c.Initialized)
+	}
+	if !errors.Is(c.ConfigErr, dcs.ErrCorrupt) {
+		t.Fatalf("ConfigErr %v, want the unreadable config flagged (a reader must not act on the defaults)", c.ConfigErr)
 	}
 	// Every unreadable record can be repaired through the contract.
 	if err := a.SetConfig(ctx5(t), dcs.DefaultConfig(), c.ConfigVersion); err != nil {
@@ -381,6 +441,7 @@ func badInput(t *testing.T, api *kubetest.APIServer) {
 	api.CreateNamespace(t, ns)
 	t.Run("GarbageLeaderLease", func(t *testing.T) { testGarbageLeader(t, api, ns) })
 	t.Run("UnlabeledLeaderLease", func(t *testing.T) { testUnlabeledLeader(t, api, ns) })
+	t.Run("LeaderEditedByHand", func(t *testing.T) { testLeaderEditedByHand(t, api, ns) })
 	t.Run("GarbageRecords", func(t *testing.T) { testGarbageRecords(t, api, ns) })
 	t.Run("Forbidden", func(t *testing.T) { testForbidden(t, api) })
 	t.Run("MinimalRoleSuffices", func(t *testing.T) { testMinimalRole(t, api) })

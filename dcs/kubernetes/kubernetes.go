@@ -6,10 +6,13 @@
 // Every object carries the labels app.kubernetes.io/managed-by=mysqlha and
 // mysqlha.io/cluster=<cluster> (keys configurable):
 //
-//	Lease <cluster>-leader           the lock: holderIdentity, leaseDurationSeconds
-//	                                 (the holder's declared ttl), acquireTime,
-//	                                 renewTime, leaseTransitions; holderIdentity
-//	                                 unset when released
+//	Lease <cluster>-leader           the lock: holderIdentity (the holder's member
+//	                                 name), leaseDurationSeconds (its declared
+//	                                 ttl), acquireTime, renewTime,
+//	                                 leaseTransitions, and annotation
+//	                                 mysqlha.io/holder-instance =
+//	                                 "<holder>/<agent instance id>";
+//	                                 holderIdentity unset when released
 //	Lease <cluster>-member-<member>  one per member, written only by it:
 //	                                 holderIdentity = member, leaseDurationSeconds
 //	                                 = member ttl, renewTime = last write, the
@@ -36,6 +39,14 @@
 // different machines are never compared. A takeover is an Update on exactly
 // the resourceVersion that was observed, so a change this store has not
 // seen makes it fail.
+//
+// The lock belongs to an agent process, not to a name: holderIdentity stays
+// the member name (kubectl, operators and client-go read it), and the
+// holder's instance id is written in the same Update, in annotation
+// HolderInstanceAnnotation. The annotation repeats the holder's name, so
+// after someone else sets holderIdentity to another name (kubectl edit, an
+// older agent) the left-over annotation does not apply and the instance
+// reads as "": held by nobody's store until it expires.
 //
 // A leader Lease that cannot be read (missing or impossible
 // leaseDurationSeconds, bad holder) is reported in Cluster.Problems, shown
@@ -93,6 +104,12 @@ const (
 	SwitchoverAnnotation  = "mysqlha.io/switchover"
 	InitializedAnnotation = "mysqlha.io/initialized"
 	HistoryAnnotation     = "mysqlha.io/history"
+
+	// HolderInstanceAnnotation on the leader Lease is "<holder>/<instance>":
+	// the holderIdentity it was written for and that holder's agent
+	// instance id, so that it does not outlive a change of holderIdentity
+	// made by someone who did not rewrite it.
+	HolderInstanceAnnotation = "mysqlha.io/holder-instance"
 )
 
 const (
@@ -124,6 +141,10 @@ type Options struct {
 	Namespace string
 	// Cluster and Member name this store (both required).
 	Cluster, Member string
+	// Instance is the agent instance id this store writes into the leader
+	// Lease and the member record (dcs.ValidateInstance); a random one when
+	// empty.
+	Instance string
 	// Clock judges expiry and staleness; clock.RealClock{} when nil.
 	Clock clock.Clock
 	// Logger; zap.NewNop() when nil.
@@ -147,7 +168,7 @@ type entry struct {
 // Store is one member's view of one cluster in Kubernetes.
 type Store struct {
 	leases                       coordinationclient.LeaseInterface
-	ns, cluster, name            string
+	ns, cluster, name, instance  string
 	leaderName, stateName, mpref string
 	labels                       map[string]string
 	clock                        clock.Clock
@@ -189,6 +210,10 @@ func New(opts Options) (*Store, error) {
 	if err := dcs.ValidateName("member", opts.Member); err != nil {
 		return nil, err
 	}
+	var err error
+	if opts.Instance, err = record.StoreInstance(opts.Instance); err != nil {
+		return nil, err
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -201,7 +226,6 @@ func New(opts Options) (*Store, error) {
 	if opts.ClusterLabel == "" {
 		opts.ClusterLabel = DefaultClusterLabel
 	}
-	var err error
 	if opts.MemberTTL, opts.MemberRefresh, err = record.MemberTiming(opts.MemberTTL, opts.MemberRefresh); err != nil {
 		return nil, err
 	}
@@ -211,11 +235,11 @@ func New(opts Options) (*Store, error) {
 	}
 	s := &Store{
 		leases: opts.Leases.Leases(opts.Namespace),
-		ns:     opts.Namespace, cluster: opts.Cluster, name: opts.Member,
+		ns:     opts.Namespace, cluster: opts.Cluster, name: opts.Member, instance: opts.Instance,
 		leaderName: opts.Cluster + "-leader", stateName: opts.Cluster + "-state", mpref: opts.Cluster + "-member-",
 		labels: lbls, clock: opts.Clock,
 		log: opts.Logger.Named("dcs-kubernetes").With(zap.String("namespace", opts.Namespace),
-			zap.String("cluster", opts.Cluster), zap.String("member", opts.Member)),
+			zap.String("cluster", opts.Cluster), zap.String("member", opts.Member), zap.String("instance", opts.Instance)),
 		memberTTL: opts.MemberTTL, memberRefresh: opts.MemberRefresh,
 		changes: make(chan struct{}, 1), done: make(chan struct{}),
 		objs: map[string]entry{}, lastConfig: dcs.DefaultConfig(),
@@ -306,6 +330,9 @@ func isNewer(a, b string) bool {
 // Member implements dcs.Store.
 func (s *Store) Member() string { return s.name }
 
+// Instance implements dcs.Store.
+func (s *Store) Instance() string { return s.instance }
+
 // Changes implements dcs.Store.
 func (s *Store) Changes() <-chan struct{} { return s.changes }
 
@@ -387,6 +414,7 @@ func (s *Store) cached(name string) (*coordinationv1.Lease, time.Time) {
 // leaderRecord is a parsed leader Lease.
 type leaderRecord struct {
 	holder      string // "" when released
+	instance    string // "" when the Lease does not name the holder's instance
 	ttl         time.Duration
 	acquired    time.Time
 	renewed     time.Time
@@ -421,6 +449,11 @@ func parseLeader(l *coordinationv1.Lease) (leaderRecord, error) {
 			errs = append(errs, err)
 		}
 		r.holder = h
+		inst, err := holderInstance(l, h)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		r.instance = inst
 	}
 	if l.Spec.LeaseTransitions != nil {
 		if *l.Spec.LeaseTransitions < 0 {
@@ -440,6 +473,46 @@ func parseLeader(l *coordinationv1.Lease) (leaderRecord, error) {
 	return r, nil
 }
 
+// holderInstance reads the instance of holder from l's
+// HolderInstanceAnnotation: "" when it is absent or was written for another
+// holder (holderIdentity was changed by someone who did not rewrite it).
+func holderInstance(l *coordinationv1.Lease, holder string) (string, error) {
+	raw, ok := l.Annotations[HolderInstanceAnnotation]
+	if !ok {
+		return "", nil
+	}
+	h, inst, ok := strings.Cut(raw, "/")
+	if !ok {
+		return "", fmt.Errorf("annotation %s %q is not <holder>/<instance>", HolderInstanceAnnotation, raw)
+	}
+	if h != holder {
+		return "", nil
+	}
+	if err := dcs.ValidateInstance(inst); err != nil {
+		return "", fmt.Errorf("annotation %s: %w", HolderInstanceAnnotation, err)
+	}
+	return inst, nil
+}
+
+// setHolder makes (holder, instance) the holder of l, or nobody when holder
+// is "", in one object: holderIdentity and HolderInstanceAnnotation.
+func setHolder(l *coordinationv1.Lease, holder, instance string) {
+	if holder == "" {
+		l.Spec.HolderIdentity = nil
+		delete(l.Annotations, HolderInstanceAnnotation)
+		return
+	}
+	l.Spec.HolderIdentity = ptr.To(holder)
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[HolderInstanceAnnotation] = holder + "/" + instance
+}
+
+// ours reports whether the parsed lock r names this store's member and
+// instance.
+func (s *Store) ours(r leaderRecord) bool { return r.holder == s.name && r.instance == s.instance }
+
 // leaderOf judges the leader Lease at now; nil when nobody holds it.
 func leaderOf(l *coordinationv1.Lease, observed time.Time, cfgTTL time.Duration, now time.Time) *dcs.Leader {
 	r, err := parseLeader(l)
@@ -447,12 +520,12 @@ func leaderOf(l *coordinationv1.Lease, observed time.Time, cfgTTL time.Duration,
 		return nil
 	}
 	ld := &dcs.Leader{
-		Holder: r.holder, Version: l.ResourceVersion, TTL: r.ttl,
+		Holder: r.holder, Instance: r.instance, Version: l.ResourceVersion, TTL: r.ttl,
 		AcquiredAt: r.acquired, RenewedAt: r.renewed, Transitions: r.transitions,
 		ObservedAt: observed,
 	}
 	if err != nil {
-		ld.Holder, ld.TTL, ld.Err = dcs.UnknownHolder, cfgTTL, err
+		ld.Holder, ld.Instance, ld.TTL, ld.Err = dcs.UnknownHolder, "", cfgTTL, err
 	}
 	ld.Expired = !now.Before(observed.Add(ld.TTL))
 	return ld
@@ -530,6 +603,7 @@ func (s *Store) readState(c *dcs.Cluster, l *coordinationv1.Lease) {
 		cfg, err := record.DecodeConfig(at(ConfigAnnotation), []byte(raw))
 		if err != nil {
 			c.Problems = append(c.Problems, err)
+			c.ConfigErr = err
 		} else {
 			c.Config, s.lastConfig = cfg, cfg
 		}
@@ -638,9 +712,9 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 	if cur == nil {
 		l := s.newLease(s.leaderName)
 		l.Spec = coordinationv1.LeaseSpec{
-			HolderIdentity: ptr.To(s.name), LeaseDurationSeconds: s.ttlOf(ttl),
-			AcquireTime: s.now(), RenewTime: s.now(), LeaseTransitions: ptr.To[int32](0),
+			LeaseDurationSeconds: s.ttlOf(ttl), AcquireTime: s.now(), RenewTime: s.now(), LeaseTransitions: ptr.To[int32](0),
 		}
+		setHolder(l, s.name, s.instance)
 		res, err := s.write(ctx, l, true)
 		if apierrors.IsAlreadyExists(err) {
 			if _, ferr := s.fetch(ctx, op, s.leaderName); ferr != nil {
@@ -659,13 +733,14 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 	s.mu.Unlock()
 	now := s.clock.Now()
 	r, perr := parseLeader(cur)
-	mine := perr == nil && r.holder == s.name
+	mine := perr == nil && s.ours(r)
 	if ld := leaderOf(cur, observed, cfgTTL, now); ld != nil && !mine && !ld.Expired {
 		return fmt.Errorf("%s: %w: held by %s, unchanged for %v of its %v ttl%s",
-			op, dcs.ErrHeld, ld.Holder, now.Sub(observed).Round(time.Millisecond), ld.TTL, errSuffix(ld.Err))
+			op, dcs.ErrHeld, record.HolderDescription(s.name, s.instance, ld.Holder, ld.Instance),
+			now.Sub(observed).Round(time.Millisecond), ld.TTL, errSuffix(ld.Err))
 	}
 	l := cur.DeepCopy()
-	l.Spec.HolderIdentity = ptr.To(s.name)
+	setHolder(l, s.name, s.instance)
 	l.Spec.LeaseDurationSeconds = s.ttlOf(ttl)
 	l.Spec.RenewTime = s.now()
 	if !mine {
@@ -690,17 +765,17 @@ func errSuffix(err error) string {
 	return fmt.Sprintf(" (%v)", err)
 }
 
-// casLeader applies mutate to the leader Lease this member holds and writes
-// it on the resourceVersion of its last write. When that version is stale
-// (the cache lags a hand-over to us, or someone touched the object) it
-// re-reads the Lease and retries once if this member still holds it;
-// otherwise ErrNotLeader. On success held is the result, or nil when
-// mutate gave the lock away.
+// casLeader applies mutate to the leader Lease this member and instance
+// hold and writes it on the resourceVersion of its last write. When that
+// version is stale (the cache lags a hand-over to us, or someone touched the
+// object) it re-reads the Lease and retries once if this member and instance
+// still hold it; otherwise ErrNotLeader. On success held is the result, or
+// nil when mutate gave the lock away.
 func (s *Store) casLeader(ctx context.Context, op string, mutate func(*coordinationv1.Lease)) error {
 	base := s.held
 	if base == nil {
 		if l, _ := s.cached(s.leaderName); l != nil {
-			if r, err := parseLeader(l); err == nil && r.holder == s.name {
+			if r, err := parseLeader(l); err == nil && s.ours(r) {
 				base = l
 			}
 		}
@@ -717,10 +792,10 @@ func (s *Store) casLeader(ctx context.Context, op string, mutate func(*coordinat
 				switch {
 				case err != nil:
 					holder = dcs.UnknownHolder + errSuffix(err)
-				case r.holder == s.name:
+				case s.ours(r):
 					base = l
 				case r.holder != "":
-					holder = r.holder
+					holder = record.HolderDescription(s.name, s.instance, r.holder, r.instance)
 				}
 			}
 			if base == nil {
@@ -738,7 +813,7 @@ func (s *Store) casLeader(ctx context.Context, op string, mutate func(*coordinat
 		if err != nil {
 			return mapErr(op, err)
 		}
-		if ptr.Deref(res.Spec.HolderIdentity, "") == s.name {
+		if r, err := parseLeader(res); err == nil && s.ours(r) {
 			s.held = res
 		} else {
 			s.held = nil
@@ -776,16 +851,16 @@ func (s *Store) ReleaseLeader(ctx context.Context) error {
 	s.lockMu.Lock()
 	defer s.lockMu.Unlock()
 	return s.casLeader(ctx, op, func(l *coordinationv1.Lease) {
-		l.Spec.HolderIdentity = nil
+		setHolder(l, "", "")
 		l.Spec.RenewTime = s.now()
 	})
 }
 
-// HandoverLeader implements dcs.Store: sets holderIdentity to `to` in one
-// Update.
-func (s *Store) HandoverLeader(ctx context.Context, to string) error {
+// HandoverLeader implements dcs.Store: sets holderIdentity to `to` and the
+// holder instance to toInstance in one Update.
+func (s *Store) HandoverLeader(ctx context.Context, to, toInstance string) error {
 	op := "handing leader lock over to " + to
-	if err := dcs.ValidateHandover(s.name, to); err != nil {
+	if err := dcs.ValidateHandover(s.name, to, toInstance); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -794,7 +869,7 @@ func (s *Store) HandoverLeader(ctx context.Context, to string) error {
 	s.lockMu.Lock()
 	defer s.lockMu.Unlock()
 	return s.casLeader(ctx, op, func(l *coordinationv1.Lease) {
-		l.Spec.HolderIdentity = ptr.To(to)
+		setHolder(l, to, toInstance)
 		l.Spec.AcquireTime = s.now()
 		l.Spec.RenewTime = l.Spec.AcquireTime
 		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
@@ -805,7 +880,7 @@ func (s *Store) HandoverLeader(ctx context.Context, to string) error {
 func (s *Store) UpdateMember(ctx context.Context, m dcs.Member) error {
 	const op = "updating member record"
 	now := s.clock.Now()
-	m, data, err := record.PrepareMember(s.name, m, now)
+	m, data, err := record.PrepareMember(s.name, s.instance, m, now)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

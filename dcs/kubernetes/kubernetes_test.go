@@ -1,8 +1,10 @@
 package kubernetes_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,8 +84,41 @@ func factory(cfg *rest.Config, ns string) dcstest.Factory {
 			}
 		}
 		e.AdvanceMember = func(i int, d time.Duration) { clocks[i].Step(d) }
+		e.Twin = func(i int) dcs.Store {
+			c := fakeClock()
+			clocks = append(clocks, c)
+			return newStore(t, cfg, ns, cluster, fmt.Sprintf("m%d", i), c)
+		}
 		e.Unreachable = func() dcs.Store { return newStore(t, closedPortConfig(t), ns, cluster, "unreachable", fakeClock()) }
 		return e
+	}
+}
+
+// TestNewRejectsBadInstance: Options.Instance is checked before anything
+// else happens; an empty one is drawn at random. No API server needed.
+func TestNewRejectsBadInstance(t *testing.T) {
+	leases := clientset(t, closedPortConfig(t)).CoordinationV1()
+	for _, inst := range []string{"UPPER", "a/b", "a b", "a_b", strings.Repeat("a", dcs.MaxInstanceLen+1)} {
+		_, err := k8sdcs.New(k8sdcs.Options{Leases: leases, Namespace: "ns", Cluster: "c", Member: "m0", Instance: inst})
+		if !errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), "leave Instance empty") {
+			t.Errorf("New with instance %q: %v, want ErrInvalid naming the fix", inst, err)
+		}
+	}
+	s, err := k8sdcs.New(k8sdcs.Options{Leases: leases, Namespace: "ns", Cluster: "c", Member: "m0", Instance: "given-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Instance() != "given-1" {
+		t.Fatalf("Instance() = %q, want the given one", s.Instance())
+	}
+	r, err := k8sdcs.New(k8sdcs.Options{Leases: leases, Namespace: "ns", Cluster: "c", Member: "m0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if len(r.Instance()) != 16 || dcs.ValidateInstance(r.Instance()) != nil {
+		t.Fatalf("drawn Instance() = %q, want 16 hex characters", r.Instance())
 	}
 }
 

@@ -18,40 +18,50 @@ import (
 func TestLeaderOf(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfgTTL := 7 * time.Second
-	lease := func(spec coordinationv1.LeaseSpec) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "c-leader", Namespace: "ns", ResourceVersion: "42"}, Spec: spec}
+	lease := func(spec coordinationv1.LeaseSpec, ann map[string]string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "c-leader", Namespace: "ns", ResourceVersion: "42", Annotations: ann}, Spec: spec}
 	}
+	m0 := coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](5)}
+	inst := func(v string) map[string]string { return map[string]string{HolderInstanceAnnotation: v} }
 	for _, tc := range []struct {
-		name    string
-		spec    coordinationv1.LeaseSpec
-		holder  string // "" = no leader
-		ttl     time.Duration
-		corrupt string
+		name     string
+		spec     coordinationv1.LeaseSpec
+		ann      map[string]string
+		holder   string // "" = no leader
+		instance string
+		ttl      time.Duration
+		corrupt  string
 	}{
-		{"valid", coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](5)}, "m0", 5 * time.Second, ""},
-		{"released", coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](5)}, "", 0, ""},
-		{"released empty string", coordinationv1.LeaseSpec{HolderIdentity: ptr.To(""), LeaseDurationSeconds: ptr.To[int32](5)}, "", 0, ""},
-		{"zero duration", coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](0)}, dcs.UnknownHolder, cfgTTL, "impossible leaseDurationSeconds 0"},
-		{"negative duration", coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](-5)}, dcs.UnknownHolder, cfgTTL, "impossible leaseDurationSeconds -5"},
-		{"released but no duration", coordinationv1.LeaseSpec{}, dcs.UnknownHolder, cfgTTL, "leaseDurationSeconds is missing"},
-		{"negative transitions", coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](5), LeaseTransitions: ptr.To[int32](-1)}, dcs.UnknownHolder, cfgTTL, "negative leaseTransitions -1"},
-		{"holder is the unknown marker", coordinationv1.LeaseSpec{HolderIdentity: ptr.To(dcs.UnknownHolder), LeaseDurationSeconds: ptr.To[int32](5)}, dcs.UnknownHolder, cfgTTL, "holder name"},
+		{"valid with instance", m0, inst("m0/3fa2c09e1b7d4a55"), "m0", "3fa2c09e1b7d4a55", 5 * time.Second, ""},
+		{"instance written for another holder", m0, inst("m7/3fa2c09e1b7d4a55"), "m0", "", 5 * time.Second, ""},
+		{"malformed instance of the holder", m0, inst("m0/Not An Id"), dcs.UnknownHolder, "", cfgTTL, `annotation mysqlha.io/holder-instance`},
+		{"empty instance of the holder", m0, inst("m0/"), dcs.UnknownHolder, "", cfgTTL, `agent instance id ""`},
+		{"instance annotation without holder", m0, inst("3fa2c09e1b7d4a55"), dcs.UnknownHolder, "", cfgTTL, `is not <holder>/<instance>`},
+		{"released with a left-over annotation", coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](5)}, inst("m0/3fa2c09e1b7d4a55"), "", "", 0, ""},
+		{"valid", coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](5)}, nil, "m0", "", 5 * time.Second, ""},
+		{"released", coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](5)}, nil, "", "", 0, ""},
+		{"released empty string", coordinationv1.LeaseSpec{HolderIdentity: ptr.To(""), LeaseDurationSeconds: ptr.To[int32](5)}, nil, "", "", 0, ""},
+		{"zero duration", coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](0)}, nil, dcs.UnknownHolder, "", cfgTTL, "impossible leaseDurationSeconds 0"},
+		{"negative duration", coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](-5)}, nil, dcs.UnknownHolder, "", cfgTTL, "impossible leaseDurationSeconds -5"},
+		{"released but no duration", coordinationv1.LeaseSpec{}, nil, dcs.UnknownHolder, "", cfgTTL, "leaseDurationSeconds is missing"},
+		{"negative transitions", coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](5), LeaseTransitions: ptr.To[int32](-1)}, nil, dcs.UnknownHolder, "", cfgTTL, "negative leaseTransitions -1"},
+		{"holder is the unknown marker", coordinationv1.LeaseSpec{HolderIdentity: ptr.To(dcs.UnknownHolder), LeaseDurationSeconds: ptr.To[int32](5)}, nil, dcs.UnknownHolder, "", cfgTTL, "holder name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := leaderOf(lease(tc.spec), t0, cfgTTL, t0.Add(tc.ttl-time.Nanosecond))
+			l := leaderOf(lease(tc.spec, tc.ann), t0, cfgTTL, t0.Add(tc.ttl-time.Nanosecond))
 			if tc.holder == "" {
 				if l != nil {
 					t.Fatalf("got %+v, want no leader", l)
 				}
 				return
 			}
-			if l == nil || l.Holder != tc.holder || l.TTL != tc.ttl || l.Expired || l.Version != "42" {
-				t.Fatalf("got %+v, want holder %q ttl %v, not yet expired", l, tc.holder, tc.ttl)
+			if l == nil || l.Holder != tc.holder || l.Instance != tc.instance || l.TTL != tc.ttl || l.Expired || l.Version != "42" {
+				t.Fatalf("got %+v, want holder %q instance %q ttl %v, not yet expired", l, tc.holder, tc.instance, tc.ttl)
 			}
 			if tc.corrupt == "" && l.Err != nil || tc.corrupt != "" && (!errors.Is(l.Err, dcs.ErrCorrupt) || !strings.Contains(l.Err.Error(), tc.corrupt) || !strings.Contains(l.Err.Error(), "Lease ns/c-leader")) {
 				t.Fatalf("err %v, want corrupt %q naming the Lease", l.Err, tc.corrupt)
 			}
-			if l2 := leaderOf(lease(tc.spec), t0, cfgTTL, t0.Add(tc.ttl)); !l2.Expired {
+			if l2 := leaderOf(lease(tc.spec, tc.ann), t0, cfgTTL, t0.Add(tc.ttl)); !l2.Expired {
 				t.Fatalf("not expired after %v: %+v", tc.ttl, l2)
 			}
 		})

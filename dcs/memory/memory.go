@@ -33,6 +33,7 @@ import (
 // share pointers.
 type leaderRec struct {
 	holder                string // "" once released or expired
+	instance              string // the holder's agent instance id
 	ttl                   time.Duration
 	acquiredAt, renewedAt time.Time
 	transitions           int64
@@ -145,7 +146,7 @@ func (srv *Server) ExpireLeader() {
 	defer srv.mu.Unlock()
 	if l := srv.st.leader; l != nil && l.holder != "" {
 		n := *l
-		n.holder = ""
+		n.holder, n.instance = "", ""
 		n.rev = srv.nextRev()
 		srv.st.leader = &n
 		srv.syncLocked()
@@ -221,6 +222,10 @@ func mapErr(op string, err error) error {
 type Options struct {
 	// Member is this store's member name (required).
 	Member string
+	// Instance is the agent instance id this store writes into the lock and
+	// the member record (dcs.ValidateInstance); a random one when empty.
+	// Stores of one Member with different Instances are different agents.
+	Instance string
 	// Clock judges expiry and staleness; clock.RealClock{} when nil.
 	Clock clock.Clock
 	// Logger; zap.NewNop() when nil.
@@ -241,7 +246,7 @@ type observation struct {
 // Store is one member's view of the Server.
 type Store struct {
 	srv                      *Server
-	name                     string
+	name, instance           string
 	clock                    clock.Clock
 	log                      *zap.Logger
 	memberTTL, memberRefresh time.Duration
@@ -264,19 +269,23 @@ func (srv *Server) NewStore(opts Options) (*Store, error) {
 	if err := dcs.ValidateName("member", opts.Member); err != nil {
 		return nil, err
 	}
+	var err error
+	if opts.Instance, err = record.StoreInstance(opts.Instance); err != nil {
+		return nil, err
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	var err error
 	if opts.MemberTTL, opts.MemberRefresh, err = record.MemberTiming(opts.MemberTTL, opts.MemberRefresh); err != nil {
 		return nil, err
 	}
 	s := &Store{
-		srv: srv, name: opts.Member, clock: opts.Clock,
-		log:       opts.Logger.Named("dcs-memory").With(zap.String("cluster", srv.cluster), zap.String("member", opts.Member)),
+		srv: srv, name: opts.Member, instance: opts.Instance, clock: opts.Clock,
+		log: opts.Logger.Named("dcs-memory").With(zap.String("cluster", srv.cluster), zap.String("member", opts.Member),
+			zap.String("instance", opts.Instance)),
 		memberTTL: opts.MemberTTL, memberRefresh: opts.MemberRefresh,
 		changes: make(chan struct{}, 1),
 		obs:     map[string]observation{},
@@ -330,6 +339,18 @@ func copyMap[K comparable, V any](m map[K]V) map[K]V {
 // Member implements dcs.Store.
 func (s *Store) Member() string { return s.name }
 
+// Instance implements dcs.Store.
+func (s *Store) Instance() string { return s.instance }
+
+// ours reports whether the lock record l names this store's member and
+// instance.
+func (s *Store) ours(l *leaderRec) bool { return l.holder == s.name && l.instance == s.instance }
+
+// holderOf names l's holder for this store's errors.
+func (s *Store) holderOf(l *leaderRec) string {
+	return record.HolderDescription(s.name, s.instance, l.holder, l.instance)
+}
+
 // Changes implements dcs.Store.
 func (s *Store) Changes() <-chan struct{} { return s.changes }
 
@@ -360,7 +381,7 @@ func (s *Store) Cluster(ctx context.Context) (*dcs.Cluster, error) {
 	if l := v.leader; l != nil && l.holder != "" {
 		at := s.obs["leader"].at
 		c.Leader = &dcs.Leader{
-			Holder: l.holder, Version: version(l.rev), TTL: l.ttl,
+			Holder: l.holder, Instance: l.instance, Version: version(l.rev), TTL: l.ttl,
 			AcquiredAt: l.acquiredAt, RenewedAt: l.renewedAt, Transitions: l.transitions,
 			ObservedAt: at, Expired: !now.Before(at.Add(l.ttl)),
 		}
@@ -408,9 +429,9 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 	var seen int64
 	if l != nil {
 		seen = l.rev
-		if l.holder != "" && l.holder != s.name {
+		if l.holder != "" && !s.ours(l) {
 			if age := now.Sub(o.at); age < l.ttl {
-				return fmt.Errorf("%s: %w: held by %s, unchanged for %v of its %v ttl", op, dcs.ErrHeld, l.holder, age, l.ttl)
+				return fmt.Errorf("%s: %w: held by %s, unchanged for %v of its %v ttl", op, dcs.ErrHeld, s.holderOf(l), age, l.ttl)
 			}
 		}
 	}
@@ -423,10 +444,10 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 		if curRev != seen {
 			return false, fmt.Errorf("%w: lock record changed since observed (revision %d, observed %d)", dcs.ErrConflict, curRev, seen)
 		}
-		n := leaderRec{holder: s.name, ttl: ttl, acquiredAt: now, renewedAt: now, rev: s.srv.nextRev()}
+		n := leaderRec{holder: s.name, instance: s.instance, ttl: ttl, acquiredAt: now, renewedAt: now, rev: s.srv.nextRev()}
 		if cur != nil {
 			n.transitions = cur.transitions
-			if cur.holder == s.name {
+			if s.ours(cur) {
 				n.acquiredAt = cur.acquiredAt
 			} else {
 				n.transitions++
@@ -437,14 +458,15 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 	})
 }
 
-// holding returns the lock record if s's member holds it; srv.mu is held.
+// holding returns the lock record if s's member and instance hold it;
+// srv.mu is held.
 func (s *Store) holding() (*leaderRec, error) {
 	cur := s.srv.st.leader
 	if cur == nil || cur.holder == "" {
 		return nil, fmt.Errorf("%w: nobody holds the lock", dcs.ErrNotLeader)
 	}
-	if cur.holder != s.name {
-		return nil, fmt.Errorf("%w: held by %s", dcs.ErrNotLeader, cur.holder)
+	if !s.ours(cur) {
+		return nil, fmt.Errorf("%w: held by %s", dcs.ErrNotLeader, s.holderOf(cur))
 	}
 	return cur, nil
 }
@@ -482,9 +504,9 @@ func (s *Store) ReleaseLeader(ctx context.Context) error {
 }
 
 // HandoverLeader implements dcs.Store.
-func (s *Store) HandoverLeader(ctx context.Context, to string) error {
+func (s *Store) HandoverLeader(ctx context.Context, to, toInstance string) error {
 	op := "handing leader lock over to " + to
-	if err := dcs.ValidateHandover(s.name, to); err != nil {
+	if err := dcs.ValidateHandover(s.name, to, toInstance); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.srv.do(ctx, s, op, func(now time.Time) (bool, error) {
@@ -493,7 +515,7 @@ func (s *Store) HandoverLeader(ctx context.Context, to string) error {
 			return false, err
 		}
 		n := *cur
-		n.holder, n.acquiredAt, n.renewedAt, n.rev = to, now, now, s.srv.nextRev()
+		n.holder, n.instance, n.acquiredAt, n.renewedAt, n.rev = to, toInstance, now, now, s.srv.nextRev()
 		n.transitions++
 		s.srv.st.leader = &n
 		return true, nil
@@ -504,7 +526,7 @@ func (s *Store) HandoverLeader(ctx context.Context, to string) error {
 func (s *Store) UpdateMember(ctx context.Context, m dcs.Member) error {
 	const op = "updating member record"
 	now := s.clock.Now()
-	m, _, err := record.PrepareMember(s.name, m, now)
+	m, _, err := record.PrepareMember(s.name, s.instance, m, now)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ func env(t *testing.T, n int) (*memory.Server, *dcstest.Env, []*clocktesting.Fak
 		}
 	}
 	e.AdvanceMember = func(i int, d time.Duration) { clocks[i].Step(d) }
+	e.Twin = func(i int) dcs.Store { return newStore(fmt.Sprintf("m%d", i)) }
 	e.Unreachable = func() dcs.Store {
 		srv.Partition("unreachable")
 		return newStore("unreachable")
@@ -126,9 +128,19 @@ func TestNewStoreRejectsBadOptions(t *testing.T) {
 		{Member: "UPPER"},
 		{Member: "a", MemberTTL: 5 * time.Second, MemberRefresh: 10 * time.Second},
 		{Member: "a", MemberTTL: 1500 * time.Millisecond},
+		{Member: "a", Instance: "UPPER"},
+		{Member: "a", Instance: "a/b"},
+		{Member: "a", Instance: strings.Repeat("a", dcs.MaxInstanceLen+1)},
 	} {
 		if _, err := srv.NewStore(o); !errors.Is(err, dcs.ErrInvalid) {
 			t.Errorf("NewStore(%+v) = %v, want ErrInvalid", o, err)
 		}
+	}
+	s, err := srv.NewStore(memory.Options{Member: "a", Instance: "given-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Instance() != "given-1" {
+		t.Fatalf("NewStore with instance given-1: Instance() = %q", s.Instance())
 	}
 }

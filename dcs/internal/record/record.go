@@ -24,6 +24,7 @@ import (
 
 type memberJSON struct {
 	Name             string            `json:"name"`
+	Instance         string            `json:"instance,omitempty"`
 	Role             string            `json:"role"`
 	APIURL           string            `json:"api_url,omitempty"`
 	MySQLAddr        string            `json:"mysql_addr,omitempty"`
@@ -43,6 +44,13 @@ func ValidateMember(m dcs.Member) error {
 	var errs []error
 	if err := dcs.ValidateName("member", m.Name); err != nil {
 		errs = append(errs, err)
+	}
+	// "" is a record of an agent older than instance ids; PrepareMember
+	// never writes one.
+	if m.Instance != "" {
+		if err := dcs.ValidateInstance(m.Instance); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if !m.Role.Valid() {
 		errs = append(errs, fmt.Errorf("%w: unknown role %d", dcs.ErrInvalid, m.Role))
@@ -76,7 +84,7 @@ func EncodeMember(m dcs.Member) ([]byte, error) {
 		return nil, err
 	}
 	j := memberJSON{
-		Name: m.Name, Role: m.Role.String(), APIURL: m.APIURL, MySQLAddr: m.MySQLAddr,
+		Name: m.Name, Instance: m.Instance, Role: m.Role.String(), APIURL: m.APIURL, MySQLAddr: m.MySQLAddr,
 		GTIDExecuted: m.GTIDExecuted, GTIDRetrieved: m.GTIDRetrieved,
 		Replication: m.Replication.String(), ReplicationError: m.ReplicationError,
 		NoFailover: m.NoFailover, FailoverPriority: m.FailoverPriority,
@@ -91,14 +99,15 @@ func EncodeMember(m dcs.Member) ([]byte, error) {
 
 // DecodeMember decodes the record stored at where (an object or key name,
 // used in the error) and checks it names wantName. Errors wrap
-// dcs.ErrCorrupt.
+// dcs.ErrCorrupt. A record without an instance id (written by an older
+// agent) decodes with Instance "".
 func DecodeMember(where, wantName string, b []byte) (dcs.Member, error) {
 	var j memberJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return dcs.Member{}, corrupt(where, "member record is not valid JSON", err)
 	}
 	m := dcs.Member{
-		Name: j.Name, APIURL: j.APIURL, MySQLAddr: j.MySQLAddr,
+		Name: j.Name, Instance: j.Instance, APIURL: j.APIURL, MySQLAddr: j.MySQLAddr,
 		GTIDExecuted: j.GTIDExecuted, GTIDRetrieved: j.GTIDRetrieved,
 		ReplicationError: j.ReplicationError, NoFailover: j.NoFailover,
 		FailoverPriority: j.FailoverPriority, Tags: j.Tags, UpdatedAt: j.UpdatedAt,
@@ -146,16 +155,27 @@ func volatile(m dcs.Member) dcs.Member {
 	return m
 }
 
-// PrepareMember readies m for writing by the store of member self: an empty
-// name means self, another member's name is refused, UpdatedAt defaults to
-// now, and the read-side fields are cleared. It returns the record and its
-// encoding.
-func PrepareMember(self string, m dcs.Member, now time.Time) (dcs.Member, []byte, error) {
+// PrepareMember readies m for writing by the store of member self and agent
+// instance selfInstance: an empty name means self and an empty instance
+// selfInstance; another member's name, or another instance id, is refused;
+// UpdatedAt defaults to now, and the read-side fields are cleared. It
+// returns the record and its encoding.
+//
+// It does not look at the stored record: whether to overwrite a record
+// another instance of this member wrote is the agent's decision.
+func PrepareMember(self, selfInstance string, m dcs.Member, now time.Time) (dcs.Member, []byte, error) {
 	if m.Name == "" {
 		m.Name = self
 	}
 	if m.Name != self {
 		return dcs.Member{}, nil, fmt.Errorf("%w: store of member %s cannot write the record of %s", dcs.ErrInvalid, self, m.Name)
+	}
+	if m.Instance == "" {
+		m.Instance = selfInstance
+	}
+	if m.Instance != selfInstance {
+		return dcs.Member{}, nil, fmt.Errorf("%w: store of agent instance %s cannot write a record of instance %q; leave Member.Instance empty",
+			dcs.ErrInvalid, selfInstance, m.Instance)
 	}
 	if m.UpdatedAt.IsZero() {
 		m.UpdatedAt = now
@@ -166,6 +186,33 @@ func PrepareMember(self string, m dcs.Member, now time.Time) (dcs.Member, []byte
 		return dcs.Member{}, nil, err
 	}
 	return m, data, nil
+}
+
+// StoreInstance returns the instance id a store is built with: opt after
+// checking it, or a fresh dcs.NewInstance when opt is empty.
+func StoreInstance(opt string) (string, error) {
+	if opt == "" {
+		return dcs.NewInstance(), nil
+	}
+	if err := dcs.ValidateInstance(opt); err != nil {
+		return "", fmt.Errorf("options: %w; or leave Instance empty to draw a random one", err)
+	}
+	return opt, nil
+}
+
+// HolderDescription names the lock holder (holder, instance) in the errors
+// of the store of (self, selfInstance). A holder carrying this store's
+// member name is another agent process: the description says so, because
+// it means two agents were started with one name.
+func HolderDescription(self, selfInstance, holder, instance string) string {
+	switch {
+	case holder != self || instance == selfInstance:
+		return holder
+	case instance == "":
+		return holder + " (with no agent instance id: written by an older agent or by hand, so not this agent's)"
+	default:
+		return fmt.Sprintf("%s (another agent instance %s; two agents may be running with one name)", holder, instance)
+	}
 }
 
 // MemberTiming applies the defaults to a store's member ttl and refresh

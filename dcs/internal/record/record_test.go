@@ -75,6 +75,10 @@ func TestDecodersNameTheRecord(t *testing.T) {
 			_, err := DecodeMember("K", "m0", []byte(`{"name":"m0","role":"replica","replication":"none","updated_at":"2025-01-01T00:00:00Z","mysql_addr":"h:99999"}`))
 			return err
 		}, `mysql address "h:99999" must be host:port`},
+		{"member instance", func() error {
+			_, err := DecodeMember("K", "m0", []byte(`{"name":"m0","instance":"Not/An-Id","role":"replica","replication":"none","updated_at":"2025-01-01T00:00:00Z"}`))
+			return err
+		}, `K: invalid member record: dcs: invalid argument: agent instance id "Not/An-Id"`},
 		{"config rule", func() error { _, err := DecodeConfig("K", []byte(`{"ttl":"2s"}`)); return err }, "K: invalid config"},
 		{"config type", func() error { _, err := DecodeConfig("K", []byte(`{"ttl":5}`)); return err }, "config is not valid JSON"},
 		{"switchover time", func() error { _, err := DecodeSwitchover("K", []byte(`{"requested_at":"yesterday"}`)); return err }, "switchover request is not valid JSON"},
@@ -87,6 +91,75 @@ func TestDecodersNameTheRecord(t *testing.T) {
 		err := tc.dec()
 		if !errors.Is(err, dcs.ErrCorrupt) || errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want ErrCorrupt (not ErrInvalid) containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestMemberInstanceRoundTrip(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := dcs.Member{Name: "m0", Instance: "3fa2c09e1b7d4a55", Role: dcs.RoleReplica, Replication: dcs.ReplicationRunning, UpdatedAt: t0}
+	b, err := EncodeMember(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"instance":"3fa2c09e1b7d4a55"`) {
+		t.Fatalf("encoded record lacks the instance: %s", b)
+	}
+	back, err := DecodeMember("K", "m0", b)
+	if err != nil || back.Instance != m.Instance || !back.UpdatedAt.Equal(t0) {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+
+	// An older agent's record has no instance: readable, Instance "".
+	old, err := DecodeMember("K", "m0", []byte(`{"name":"m0","role":"replica","replication":"running","updated_at":"2025-01-01T00:00:00Z"}`))
+	if err != nil || old.Instance != "" {
+		t.Fatalf("record without instance: %+v, %v; want Instance \"\" and no error", old, err)
+	}
+	if _, err := EncodeMember(dcs.Member{Name: "m0", Instance: "UPPER", UpdatedAt: t0}); !errors.Is(err, dcs.ErrInvalid) {
+		t.Fatalf("encoding a malformed instance: %v, want ErrInvalid", err)
+	}
+}
+
+func TestPrepareMemberInstance(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	m, b, err := PrepareMember("m0", "3fa2c09e1b7d4a55", dcs.Member{Role: dcs.RoleReplica}, now)
+	if err != nil || m.Name != "m0" || m.Instance != "3fa2c09e1b7d4a55" || !strings.Contains(string(b), `"instance":"3fa2c09e1b7d4a55"`) {
+		t.Fatalf("empty name and instance are not filled in: %+v %s %v", m, b, err)
+	}
+	if _, _, err := PrepareMember("m0", "3fa2c09e1b7d4a55", dcs.Member{Instance: "3fa2c09e1b7d4a55"}, now); err != nil {
+		t.Fatalf("own instance refused: %v", err)
+	}
+	_, _, err = PrepareMember("m0", "3fa2c09e1b7d4a55", dcs.Member{Instance: "0123456789abcdef"}, now)
+	if !errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), "0123456789abcdef") {
+		t.Fatalf("another instance's record: %v, want ErrInvalid naming it", err)
+	}
+}
+
+func TestStoreInstance(t *testing.T) {
+	a, err := StoreInstance("")
+	if err != nil || len(a) != 16 || dcs.ValidateInstance(a) != nil {
+		t.Fatalf("drawn instance %q, %v", a, err)
+	}
+	if b, _ := StoreInstance(""); b == a {
+		t.Fatalf("two draws gave the same instance %q", a)
+	}
+	if got, err := StoreInstance("given-1"); got != "given-1" || err != nil {
+		t.Fatalf("StoreInstance(given-1) = %q, %v", got, err)
+	}
+	if _, err := StoreInstance("a/b"); !errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), "leave Instance empty") {
+		t.Fatalf("StoreInstance(a/b) = %v, want ErrInvalid naming the fix", err)
+	}
+}
+
+func TestHolderDescription(t *testing.T) {
+	for _, tc := range []struct{ holder, instance, want string }{
+		{"m1", "0123456789abcdef", "m1"},
+		{"m0", "3fa2c09e1b7d4a55", "m0"},
+		{"m0", "0123456789abcdef", "m0 (another agent instance 0123456789abcdef; two agents may be running with one name)"},
+		{"m0", "", "m0 (with no agent instance id: written by an older agent or by hand, so not this agent's)"},
+	} {
+		if got := HolderDescription("m0", "3fa2c09e1b7d4a55", tc.holder, tc.instance); got != tc.want {
+			t.Errorf("HolderDescription(%s, %q) = %q, want %q", tc.holder, tc.instance, got, tc.want)
 		}
 	}
 }
@@ -108,6 +181,7 @@ func TestPartialConfigTakesDefaults(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"name":"m0","role":"replica","replication":"running","updated_at":"2025-01-01T00:00:00Z","lag":"1s","tags":{"a":"b"}}`,
+		`{"name":"m0","instance":"3fa2c09e1b7d4a55","role":"replica","replication":"none","updated_at":"2025-01-01T00:00:00Z"}`,
 		`{"ttl":"5s","loop_wait":"1s"}`, `{"from":"a","to":"b","requested_at":"2025-01-01T00:00:00Z"}`,
 		`{"cluster_id":"x","at":"2025-01-01T00:00:00Z"}`, `[{"kind":"switchover","to":"m1","at":"2025-01-01T00:00:00Z"}]`,
 		"", "null", "\x00", `{"lag":null}`, `[null]`,

@@ -1,0 +1,125 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/mysqlctl"
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
+)
+
+// follow makes us a read-only replica of the lock holder. Our mysqld is
+// already read-only: failover.Decide fences a writable member that does not
+// hold the lock before it ever follows. Every iteration it checks that we
+// have no transaction the leader lacks (errant), then:
+//
+//	repoint, when the source differs:
+//	  MySQL:   STOP REPLICA; CHANGE REPLICATION SOURCE TO ..., SOURCE_AUTO_POSITION=1; START REPLICA
+//	  MariaDB: STOP SLAVE; SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos;
+//	           CHANGE MASTER TO ..., MASTER_USE_GTID=slave_pos; START SLAVE
+//	restart stopped threads (a promoting candidate that lost stopped them),
+//	only towards the holder: START REPLICA | START SLAVE
+//	semi-sync replica side on or off:
+//	  MySQL: SET GLOBAL rpl_semi_sync_replica_enabled;  MariaDB: rpl_semi_sync_slave_enabled
+func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, leader string) {
+	a.metrics.IsLeader.Set(0)
+	lm, ok := cl.Member(leader)
+	if !ok || lm.MySQLAddr == "" {
+		a.log.Info("leader has no member record yet; waiting", zap.String("leader", leader))
+		a.setRole(ctx, RoleNone)
+		return
+	}
+	if !a.checkErrant(ctx, lm, obs) {
+		return
+	}
+	host, portStr, _ := net.SplitHostPort(lm.MySQLAddr)
+	port, _ := strconv.Atoi(portStr)
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	r := obs.Replica
+	if r == nil || r.SourceHost != host || r.SourcePort != port || !r.AutoPosition {
+		err := a.db.ReplicateFrom(cctx, mysqlctl.Source{Host: host, Port: port, User: a.cfg.ReplicationUser,
+			Password: a.cfg.ReplicationPassword, ConnectRetry: time.Second, HeartbeatPeriod: a.config.LoopWait})
+		if err != nil {
+			a.log.Warn("pointing replication at the leader failed", zap.String("leader", leader), zap.Error(err))
+			return
+		}
+		a.log.Info("replicating from the leader", zap.String("leader", leader), zap.String("addr", lm.MySQLAddr))
+	} else if (r.IOThread == mysqlctl.ThreadStopped || r.SQLThread == mysqlctl.ThreadStopped) && !r.Broken() {
+		// Stopped by a candidate promoting itself, most likely: then our
+		// view of the lock is the stale one, and restarting would let an
+		// old semi-sync source collect acknowledgements again. Restart only
+		// once it has stayed stopped for a loop_wait, by when the DCS watch
+		// has shown us any newer holder.
+		if a.receiverStoppedSince.IsZero() {
+			a.receiverStoppedSince = a.clock.Now()
+		}
+		if a.clock.Since(a.receiverStoppedSince) >= a.config.LoopWait {
+			if err := a.db.StartReplication(cctx); err != nil {
+				a.log.Warn("restarting replication failed", zap.Error(err))
+			}
+			a.receiverStoppedSince = time.Time{}
+		}
+	} else {
+		a.receiverStoppedSince = time.Time{}
+	}
+	wantSemi := a.config.SemiSync != dcs.SemiSyncOff
+	if obs.Status.SemiSync.SourceEnabled {
+		a.db.SetSemiSyncSource(cctx, false, a.semiSyncTimeout(), 1)
+	}
+	if obs.Status.SemiSync.ReplicaEnabled != wantSemi {
+		if err := a.db.SetSemiSyncReplica(cctx, wantSemi); err != nil {
+			a.log.Warn("setting replica semi-sync failed", zap.Error(err))
+		}
+	}
+	if r != nil && r.Broken() {
+		a.setRole(ctx, RoleNone)
+		return
+	}
+	a.setRole(ctx, RoleReplica)
+}
+
+// checkErrant refuses to replicate from a source that lacks transactions we
+// have: our executed set was read first, the source's now, and the source
+// only grows, so anything of ours it lacks is errant. It runs at every
+// observation, since a transaction can be written to a replica by a user
+// with the privilege to bypass read-only at any time.
+func (a *Agent) checkErrant(ctx context.Context, leader dcs.Member, obs mysqlctl.Observation) bool {
+	if obs.Status.GTIDExecuted == "" {
+		a.errant = ""
+		return true
+	}
+	p, err := a.peerConn(ctx, leader.MySQLAddr)
+	if err != nil {
+		return false
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	po, err := p.Observe(cctx)
+	if err != nil {
+		a.dropPeer(leader.MySQLAddr)
+		return false
+	}
+	errant, err := gtid.Errant(a.flavor(), obs.Status.GTIDExecuted, po.Status.GTIDExecuted)
+	if err != nil {
+		a.log.Error("comparing GTIDs with the leader failed", zap.Error(err))
+		return false
+	}
+	if errant != "" {
+		if a.errant != errant {
+			a.log.Error("errant transactions: not replicating from the leader until they are resolved",
+				zap.String("errant", errant), zap.String("leader", leader.Name))
+			a.labeler.Event(ctx, a.cfg.Name, eventWarning, "Errant", "errant transactions "+errant)
+		}
+		a.errant = errant
+		a.setRole(ctx, RoleNone)
+		return false
+	}
+	a.errant = ""
+	return true
+}

@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+// handover is a planned switchover to target, losing nothing:
+//
+//  1. renew, so the whole hand-over fits before our deadline;
+//  2. stop writes: MySQL: SET GLOBAL super_read_only = ON;  MariaDB: SET
+//     GLOBAL read_only = ON; then KILL [HARD] CONNECTION of every client;
+//  3. read our executed set and wait until the target has executed it:
+//     MySQL: SELECT WAIT_FOR_EXECUTED_GTID_SET(set, t);  MariaDB: SELECT
+//     MASTER_GTID_WAIT(pos, t);
+//  4. pass the lock to the target's name and agent instance in one
+//     compare-and-set; the target promotes itself, we follow it.
+//
+// A target that does not catch up in time abandons the request rather than
+// retrying, since every retry would stop writes again; the next iteration
+// makes us writable again. redo reports that it did.
+func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason string) (redo bool) {
+	tm, ok := cl.Member(target)
+	if !ok || tm.MySQLAddr == "" {
+		return false
+	}
+	if tm.Instance == "" {
+		a.rejectSwitchover(ctx, cl, fmt.Sprintf("target %s publishes no agent instance id (an older agent?): the lock cannot be handed to it safely", target))
+		return true
+	}
+	peer, err := a.peerConn(ctx, tm.MySQLAddr)
+	if err != nil {
+		return false
+	}
+	if !a.renew(ctx) {
+		return false
+	}
+	start := a.clock.Now()
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if err := a.db.Fence(cctx); err != nil {
+		a.log.Error("switchover: fencing ourselves failed", zap.Error(err))
+		return false
+	}
+	a.db.KillClients(cctx)
+	obs, err := a.db.Observe(cctx)
+	if err != nil {
+		a.log.Error("switchover: observing ourselves failed", zap.Error(err))
+		return false
+	}
+	// Leave room before the deadline for the hand-over write itself.
+	wait := a.currentDeadline().Sub(a.clock.Now()) - 2*a.config.RetryTimeout
+	if wait <= 0 {
+		return false
+	}
+	wctx, wcancel := context.WithTimeout(ctx, wait+a.config.RetryTimeout)
+	defer wcancel()
+	if err := peer.WaitForGTID(wctx, obs.Status.GTIDExecuted, wait); err != nil {
+		a.rejectSwitchover(ctx, cl, fmt.Sprintf("target %s did not catch up within %s: %v", target, wait.Round(time.Millisecond), err))
+		return true
+	}
+	hctx, hcancel := a.callCtx(ctx)
+	defer hcancel()
+	if err := a.store.HandoverLeader(hctx, target, tm.Instance); err != nil {
+		a.log.Error("switchover: handing the lock over failed", zap.Error(err))
+		return false
+	}
+	stopped := a.clock.Since(start)
+	a.setDeadline(time.Time{})
+	a.metrics.IsLeader.Set(0)
+	a.metrics.Switchovers.Inc()
+	a.log.Info("handed the lock over", zap.String("target", target), zap.Duration("writes_stopped_for", stopped))
+	// Relabelled after the hand-over, not inside the write stop: the target
+	// drops our primary label itself before it unfences.
+	a.setRole(ctx, RoleNone)
+	a.labeler.Event(ctx, a.cfg.Name, eventNormal, "Switchover", fmt.Sprintf("handed over to %s: %s", target, reason))
+	if sw := cl.Switchover; sw != nil {
+		a.store.ClearSwitchover(hctx, sw.Version)
+	}
+	if err := a.store.AppendHistory(hctx, dcs.HistoryEntry{Kind: dcs.HistorySwitchover, From: a.cfg.Name, To: target,
+		At: a.clock.Now(), Reason: reason, WriteUnavailable: stopped}); err != nil {
+		a.log.Warn("appending history failed", zap.Error(err))
+	}
+	return true
+}
+
+func (a *Agent) clearRequest(ctx context.Context, cl *dcs.Cluster, reason string) {
+	if cl.Switchover == nil {
+		return
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if err := a.store.ClearSwitchover(cctx, cl.Switchover.Version); err != nil && !errors.Is(err, dcs.ErrNotFound) {
+		a.log.Warn("clearing the fulfilled request failed", zap.Error(err))
+		return
+	}
+	a.log.Info("cleared the pending request", zap.String("reason", reason))
+}
+
+// rejectSwitchover clears a request that cannot be carried out (or cannot
+// be read) and says why in a log line and an Event.
+func (a *Agent) rejectSwitchover(ctx context.Context, cl *dcs.Cluster, reason string) {
+	a.log.Warn("rejecting switchover request", zap.String("reason", reason))
+	a.labeler.Event(ctx, a.cfg.Name, eventWarning, "SwitchoverRejected", reason)
+	if cl.Switchover == nil {
+		return
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if err := a.store.ClearSwitchover(cctx, cl.Switchover.Version); err != nil && !errors.Is(err, dcs.ErrNotFound) {
+		a.log.Warn("clearing the switchover request failed", zap.Error(err))
+	}
+}

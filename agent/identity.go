@@ -1,0 +1,31 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+// duplicateIdentity says whether another live agent runs with our member
+// name: a member record with our name written by another instance, not
+// stale. The one exception is our own predecessor (this agent restarted):
+// its record advertises an API URL at which we now answer, so it is gone.
+// A predecessor elsewhere (a pod rescheduled to a new address) is waited
+// out until its record goes stale.
+func (a *Agent) duplicateIdentity(ctx context.Context, cl *dcs.Cluster) string {
+	m, ok := cl.Member(a.cfg.Name)
+	if !ok || m.Instance == "" || m.Instance == a.instance || m.Stale {
+		return ""
+	}
+	if m.APIURL != "" {
+		pctx, cancel := context.WithTimeout(ctx, a.config.RetryTimeout/2)
+		st, err := a.peerStatus(pctx, m.APIURL)
+		cancel()
+		if err == nil && st.Instance == a.instance {
+			return ""
+		}
+	}
+	return fmt.Sprintf("agent instance %s publishes member %s (API %s, MySQL %s) and its record is live; this is instance %s",
+		m.Instance, m.Name, m.APIURL, m.MySQLAddr, a.instance)
+}

@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
+)
+
+// promote carries out one step of the promotion that failover.Decide chose
+// (DESIGN.md section 3). Each step is idempotent and derived from what was
+// observed this iteration, so a crash at any line is repaired by the next
+// attempt. Without action.Unfence it only prepares:
+//
+//  1. stop the receivers of peers still pulling from another source, so an
+//     old semi-sync source can acknowledge nothing more:
+//     MySQL: STOP REPLICA IO_THREAD;  MariaDB: STOP SLAVE IO_THREAD
+//  2. fence every other member that answered writable (an old source):
+//     MySQL: SET GLOBAL super_read_only = ON;  MariaDB: SET GLOBAL read_only = ON
+//     plus KILL [HARD] CONNECTION of the sessions in the way.
+//
+// If either fails, the promotion stops there: we keep the lock, stay
+// read-only, and retry at the next iteration. Otherwise the loop decides
+// again at once (redo), on fresh observations. With action.Unfence:
+//
+//  3. drop the primary label of every other member;
+//  4. apply the whole relay log: MySQL: STOP REPLICA IO_THREAD; SELECT
+//     WAIT_FOR_EXECUTED_GTID_SET(retrieved, t);  MariaDB: STOP SLAVE
+//     IO_THREAD; SELECT MASTER_GTID_WAIT(pos, t). A long apply spans
+//     iterations, renewing the lock meanwhile;
+//  5. forget the source and switch semi-sync sides:
+//     MySQL: STOP REPLICA; RESET REPLICA ALL; SET GLOBAL
+//     rpl_semi_sync_replica_enabled = OFF; rpl_semi_sync_source_enabled = ON
+//     MariaDB: STOP SLAVE; RESET SLAVE ALL; SET GLOBAL
+//     rpl_semi_sync_slave_enabled = OFF; rpl_semi_sync_master_enabled = ON
+//  6. become writable, only if the deadline leaves room:
+//     MySQL: SET GLOBAL super_read_only = OFF; SET GLOBAL read_only = OFF
+//     MariaDB: SET GLOBAL read_only = OFF
+func (a *Agent) promote(ctx context.Context, action failover.Action, o observed) (redo bool) {
+	if len(action.StopReceivers) > 0 || len(action.Fence) > 0 {
+		stopped := a.onPeers(ctx, action.StopReceivers, o.peers, func(cctx context.Context, name string, p Database) error {
+			if err := p.StopReplicationIO(cctx); err != nil {
+				a.log.Warn("stopping a replica's receiver failed", zap.String("peer", name), zap.Error(err))
+				return err
+			}
+			a.metrics.FencingActions.WithLabelValues("replica-receiver").Inc()
+			return nil
+		})
+		fenced := a.fenceOthers(ctx, action.Fence, o.peers, "remote-source")
+		if !stopped || !fenced {
+			a.log.Error("promotion stopped: a reachable member could not be stopped or fenced; keeping the lock read-only and retrying",
+				zap.Strings("fence", action.Fence), zap.Strings("stop_receivers", action.StopReceivers))
+			return false
+		}
+		return true
+	}
+	if !action.Unfence {
+		return false
+	}
+	if len(action.Unverified) > 0 {
+		msg := "promoting although " + strings.Join(action.Unverified, ", ") +
+			" could not be reached to verify it is read-only: its own agent fences it at its lock deadline"
+		a.log.Warn("promoting with unverified members", zap.Strings("unverified", action.Unverified))
+		a.labeler.Event(ctx, a.cfg.Name, eventWarning, "UnverifiedFence", msg)
+	}
+	a.dropOtherPrimaryLabels(ctx, o.cl)
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if err := a.db.StopReplicationIO(cctx); err != nil {
+		a.log.Warn("stopping our receiver failed", zap.Error(err))
+		return false
+	}
+	obs, err := a.db.Observe(cctx)
+	if err != nil {
+		a.log.Warn("observing before promotion failed", zap.Error(err))
+		return false
+	}
+	if r := obs.Replica; r != nil && r.RetrievedGTID != "" {
+		if err := a.db.WaitForGTID(cctx, r.RetrievedGTID, a.config.RetryTimeout/2); err != nil {
+			a.log.Info("relay log not applied yet; promotion continues next iteration", zap.Error(err))
+			return false
+		}
+	}
+	if err := a.db.ResetReplication(cctx); err != nil {
+		a.log.Warn("resetting replication failed", zap.Error(err))
+		return false
+	}
+	if err := a.db.SetSemiSyncReplica(cctx, false); err != nil {
+		a.log.Warn("switching replica semi-sync off failed", zap.Error(err))
+	}
+	if a.config.SemiSync != dcs.SemiSyncOff {
+		if err := a.db.SetSemiSyncSource(cctx, true, a.semiSyncTimeout(), 1); err != nil {
+			a.log.Warn("switching source semi-sync on failed", zap.Error(err))
+			return false
+		}
+	}
+	if !a.canWriteFor(a.config.RetryTimeout) {
+		a.log.Warn("not unfencing: too close to the lock deadline")
+		return false
+	}
+	if err := a.db.Unfence(cctx); err != nil {
+		a.log.Error("unfencing failed", zap.Error(err))
+		return false
+	}
+	writable := a.clock.Now()
+	a.log.Info("promoted: mysqld is writable")
+	a.labeler.Event(ctx, a.cfg.Name, eventNormal, "Promoted", "became the writable primary")
+	a.setRole(ctx, RolePrimary)
+	a.recordFailover(ctx, writable)
+	return false
+}
+
+// dropOtherPrimaryLabels removes the primary label of every other member,
+// in parallel.
+func (a *Agent) dropOtherPrimaryLabels(ctx context.Context, cl *dcs.Cluster) {
+	var wg sync.WaitGroup
+	for _, m := range cl.Members {
+		if m.Name == a.cfg.Name {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := a.callCtx(ctx)
+			defer cancel()
+			if err := a.labeler.RemovePrimary(cctx, m.Name); err != nil {
+				a.log.Warn("removing an old primary label failed", zap.String("peer", m.Name), zap.Error(err))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (a *Agent) recordFailover(ctx context.Context, writable time.Time) {
+	f := a.failoverFrom
+	a.failoverFrom = nil
+	if f == nil {
+		return
+	}
+	routed := a.clock.Now()
+	if !f.detected.IsZero() {
+		a.metrics.LastFailoverPhase.WithLabelValues("detect").Set(f.acquired.Sub(f.detected).Seconds())
+	}
+	a.metrics.LastFailoverPhase.WithLabelValues("promote").Set(writable.Sub(f.acquired).Seconds())
+	a.metrics.LastFailoverPhase.WithLabelValues("route").Set(routed.Sub(writable).Seconds())
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	err := a.store.AppendHistory(cctx, dcs.HistoryEntry{Kind: dcs.HistoryFailover, From: f.from, To: a.cfg.Name,
+		At: writable, Reason: "leader lost"})
+	if err != nil {
+		a.log.Warn("appending history failed", zap.Error(err))
+	}
+}
