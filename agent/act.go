@@ -163,14 +163,9 @@ func (a *Agent) fenceSelf(ctx context.Context, kind, reason string) error {
 		a.log.Error("cannot fence: local mysqld not connected", zap.String("reason", reason))
 		return fmt.Errorf("local mysqld not connected: %w", a.dialErr)
 	}
-	cctx, cancel := a.callCtx(ctx)
-	defer cancel()
-	if err := a.db.Fence(cctx); err != nil {
+	if err := a.fenceAndKill(ctx, a.db); err != nil {
 		a.log.Error("fencing local mysqld failed", zap.String("reason", reason), zap.Error(err))
 		return err
-	}
-	if _, err := a.db.KillClients(cctx); err != nil {
-		a.log.Warn("killing client sessions failed", zap.Error(err))
 	}
 	wasLeading := a.hasDeadline()
 	a.setDeadline(time.Time{})
@@ -264,6 +259,24 @@ func (a *Agent) semiSyncTimeout() time.Duration {
 	return 10 * time.Second
 }
 
+// fenceAndKill fences db, then kills its remaining client sessions (an idle
+// open transaction survives the fence and keeps its row locks), each call
+// with a retry_timeout of its own. Only the fence's failure is an error.
+func (a *Agent) fenceAndKill(ctx context.Context, db Peer) error {
+	fctx, cancel := a.callCtx(ctx)
+	err := db.Fence(fctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	kctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if _, err := db.KillClients(kctx); err != nil {
+		a.log.Warn("killing client sessions after a fence failed", zap.Error(err))
+	}
+	return nil
+}
+
 // fenceOthers fences the named peers, in parallel, each observed writable
 // this iteration; it reports whether every fence held.
 //
@@ -271,7 +284,7 @@ func (a *Agent) semiSyncTimeout() time.Duration {
 //	MariaDB: SET GLOBAL read_only = ON; KILL HARD CONNECTION id ...
 func (a *Agent) fenceOthers(ctx context.Context, names []string, peers map[string]peerProbe, kind string) bool {
 	return a.onPeers(ctx, names, peers, func(cctx context.Context, name string, p Database) error {
-		if err := p.Fence(cctx); err != nil {
+		if err := a.fenceAndKill(cctx, p); err != nil {
 			a.log.Error("fencing a writable member failed", zap.String("peer", name), zap.Error(err))
 			a.labeler.Event(ctx, a.cfg.Name, eventWarning, "FenceFailed", fmt.Sprintf("could not fence writable member %s: %v", name, err))
 			return err

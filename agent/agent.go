@@ -139,11 +139,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	// state mysqld was left in.
 	a.ensureLocal(ctx)
 	if a.db != nil {
-		fctx, cancel := context.WithTimeout(ctx, a.config.RetryTimeout)
-		if err := a.db.Fence(fctx); err != nil {
+		if err := a.fenceAndKill(ctx, a.db); err != nil {
 			a.log.Warn("fencing mysqld at start-up failed", zap.Error(err))
 		}
-		cancel()
 	}
 
 	timer := a.clock.NewTimer(0)

@@ -98,16 +98,16 @@ func (a *Agent) watchdogFence(ctx context.Context) {
 		a.log.Error("watchdog cannot reach mysqld to fence it", zap.Error(err))
 		return
 	}
-	defer func() {
-		if c, ok := db.(interface{ Close() error }); ok {
-			c.Close()
-		}
-	}()
+	defer closeDB(db)
+	// The fence shares the dial's bound, so it ends by the deadline; the
+	// kill of idle sessions that follows may take a retry_timeout of its own.
 	if err := db.Fence(cctx); err != nil {
 		a.log.Error("watchdog fence failed", zap.Error(err))
 		return
 	}
-	if _, err := db.KillClients(cctx); err != nil {
+	kctx, kcancel := context.WithTimeout(ctx, a.config.RetryTimeout)
+	defer kcancel()
+	if _, err := db.KillClients(kctx); err != nil {
 		a.log.Warn("watchdog could not kill client sessions", zap.Error(err))
 	}
 	// Only now may the deadline be cleared: mysqld is read-only.

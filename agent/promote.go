@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +31,11 @@ import (
 // again at once (redo), on fresh observations. With action.Unfence:
 //
 //  3. drop the primary label of every other member;
-//  4. apply the whole relay log: MySQL: STOP REPLICA IO_THREAD; SELECT
+//  4. when our old source answers, fenced, wait until we have all it
+//     executed (its history is final): MySQL: SELECT
+//     WAIT_FOR_EXECUTED_GTID_SET(set, t);  MariaDB: SELECT
+//     MASTER_GTID_WAIT(pos, t). Then apply the whole relay log:
+//     MySQL: STOP REPLICA IO_THREAD; SELECT
 //     WAIT_FOR_EXECUTED_GTID_SET(retrieved, t);  MariaDB: STOP SLAVE
 //     IO_THREAD; SELECT MASTER_GTID_WAIT(pos, t). A long apply spans
 //     iterations, renewing the lock meanwhile;
@@ -71,6 +77,15 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 	a.dropOtherPrimaryLabels(ctx, o.cl)
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
+	if set := a.fencedSourceExecuted(o); set != "" {
+		// Our old source still answers, fenced: its history is final, so
+		// take all of it before cutting the stream, and lose nothing it
+		// acknowledged.
+		if err := a.db.WaitForGTID(cctx, set, a.config.RetryTimeout/2); err != nil {
+			a.log.Info("not all of the fenced old source's transactions received yet; promotion continues next iteration", zap.Error(err))
+			return false
+		}
+	}
 	if err := a.db.StopReplicationIO(cctx); err != nil {
 		a.log.Warn("stopping our receiver failed", zap.Error(err))
 		return false
@@ -113,6 +128,23 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 	a.setRole(ctx, RolePrimary)
 	a.recordFailover(ctx, writable)
 	return false
+}
+
+// fencedSourceExecuted is the executed GTID set of the member our mysqld
+// replicates from, when that member answered this iteration, read-only;
+// "" otherwise.
+func (a *Agent) fencedSourceExecuted(o observed) string {
+	src := o.obs.Replica
+	if src == nil {
+		return ""
+	}
+	addr := net.JoinHostPort(src.SourceHost, strconv.Itoa(src.SourcePort))
+	for _, m := range o.cl.Members {
+		if p, ok := o.peers[m.Name]; ok && m.MySQLAddr == addr && p.reachable && !p.obs.Status.Writable() {
+			return p.obs.Status.GTIDExecuted
+		}
+	}
+	return ""
 }
 
 // dropOtherPrimaryLabels removes the primary label of every other member,

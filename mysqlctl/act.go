@@ -22,82 +22,12 @@ func isErrno(err error, n uint16) bool {
 	return errors.As(err, &myErr) && myErr.Number == n
 }
 
-// Fence makes the server refuse writes from ordinary clients:
-//
-//	SET SESSION lock_wait_timeout = N
-//	MySQL:   SET GLOBAL super_read_only = ON
-//	MariaDB: SET GLOBAL read_only = ON
-//
-// Turning read-only on waits for open transactions to commit. If that wait
-// times out, Fence kills the client sessions holding them and tries once more,
-// because a fence that waits on a client is no fence.
-func (i *Instance) Fence(ctx context.Context) error {
-	conn, err := i.db.Conn(ctx)
-	if err != nil {
-		return i.wrap("fencing", err)
-	}
-	defer conn.Close()
-	wait := 1
-	if deadline, ok := ctx.Deadline(); ok {
-		wait = max(int(time.Until(deadline)/time.Second)/2, 1)
-	}
-	lockWait := i.dialect.SessionLockWaitTimeout(wait)
-	if _, err := conn.ExecContext(ctx, lockWait.SQL); err != nil {
-		return i.wrap("fencing", err)
-	}
-	fence := func() error {
-		for _, s := range i.dialect.Fence() {
-			if _, err := conn.ExecContext(ctx, s.SQL, s.Args...); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	err = fence()
-	if isErrno(err, erLockWaitTimeout) {
-		if _, kerr := i.KillClients(ctx); kerr != nil {
-			return i.wrap("fencing", errors.Join(err, kerr))
-		}
-		err = fence()
-	}
-	return i.wrap("fencing", err)
-}
-
 // Unfence makes the server writable:
 //
 //	MySQL:   SET GLOBAL super_read_only = OFF; SET GLOBAL read_only = OFF
 //	MariaDB: SET GLOBAL read_only = OFF
 func (i *Instance) Unfence(ctx context.Context) error {
 	return i.exec(ctx, "unfencing", i.dialect.Unfence()...)
-}
-
-// KillClients ends every client session, sparing system threads, replication
-// threads, the agent's own user and the replication users, and returns how
-// many it killed:
-//
-//	SELECT ID, USER, HOST, COMMAND, TIME FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()
-//	MySQL:   KILL CONNECTION id
-//	MariaDB: KILL HARD CONNECTION id
-//
-// A session that ended by itself in between is not an error.
-func (i *Instance) KillClients(ctx context.Context) (int, error) {
-	conns, err := i.Connections(ctx)
-	if err != nil {
-		return 0, err
-	}
-	skip := append([]string{i.cfg.User}, i.cfg.ReplicationUsers...)
-	killed := 0
-	for _, c := range ClientConnections(conns, skip...) {
-		err := i.exec(ctx, "killing client connection", i.dialect.KillConnection(c.ID))
-		switch {
-		case err == nil:
-			killed++
-		case isNoSuchThread(err):
-		default:
-			return killed, err
-		}
-	}
-	return killed, nil
 }
 
 // StopReplication stops both replication threads (STOP REPLICA | STOP SLAVE).

@@ -43,10 +43,40 @@ func (d Dialect) Unfence() []Statement {
 	return []Statement{stmt("SET GLOBAL super_read_only = OFF"), stmt("SET GLOBAL read_only = OFF")}
 }
 
+// FenceState reads the switches Fence sets, one column each; the server is
+// fenced when every column is 1. On MySQL read_only alone is no fence: users
+// with SUPER or CONNECTION_ADMIN still write.
+func (d Dialect) FenceState() Statement {
+	if d.mariaDB() {
+		return stmt("SELECT @@global.read_only")
+	}
+	return stmt("SELECT @@global.read_only, @@global.super_read_only")
+}
+
 // SessionLockWaitTimeout bounds how long SET GLOBAL read_only may wait for
-// the global read lock while transactions are open.
+// the global read lock while statements are writing. One second is the
+// minimum MySQL accepts.
 func (d Dialect) SessionLockWaitTimeout(seconds int) Statement {
 	return stmt(fmt.Sprintf("SET SESSION lock_wait_timeout = %d", max(seconds, 1)))
+}
+
+// SemiSyncWaitSessions counts the commits waiting for a replica's
+// acknowledgement. It returns no row when the semi-sync plugin is not loaded.
+func (d Dialect) SemiSyncWaitSessions() Statement {
+	if d.mariaDB() {
+		return stmt("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_wait_sessions'")
+	}
+	return stmt("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_wait_sessions'")
+}
+
+// DisableSemiSyncSource switches source-side semi-sync off, which also
+// releases every commit waiting for an acknowledgement: on MySQL nothing
+// else but the acknowledgement or the timeout does, not even KILL.
+func (d Dialect) DisableSemiSyncSource() Statement {
+	if d.mariaDB() {
+		return stmt("SET GLOBAL rpl_semi_sync_master_enabled = OFF")
+	}
+	return stmt("SET GLOBAL rpl_semi_sync_source_enabled = OFF")
 }
 
 // KillConnection ends a client session. MariaDB's HARD kills even a session

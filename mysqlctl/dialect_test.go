@@ -41,6 +41,16 @@ func TestDialectStatements(t *testing.T) {
 			[]string{"SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"},
 			[]string{"SET GLOBAL super_read_only = OFF", "SET GLOBAL read_only = OFF"},
 			[]string{"SET GLOBAL read_only = OFF"}},
+		{"fence state", func(d Dialect) []string { return sqls(d.FenceState()) },
+			[]string{"SELECT @@global.read_only, @@global.super_read_only"},
+			[]string{"SELECT @@global.read_only, @@global.super_read_only"},
+			[]string{"SELECT @@global.read_only"}},
+		{"fence releases semi-sync waits", func(d Dialect) []string {
+			return sqls(d.SemiSyncWaitSessions(), d.DisableSemiSyncSource())
+		},
+			[]string{"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_wait_sessions'", "SET GLOBAL rpl_semi_sync_source_enabled = OFF"},
+			[]string{"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_wait_sessions'", "SET GLOBAL rpl_semi_sync_source_enabled = OFF"},
+			[]string{"SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_wait_sessions'", "SET GLOBAL rpl_semi_sync_master_enabled = OFF"}},
 		{"lock wait", func(d Dialect) []string { return sqls(d.SessionLockWaitTimeout(0), d.SessionLockWaitTimeout(3)) },
 			[]string{"SET SESSION lock_wait_timeout = 1", "SET SESSION lock_wait_timeout = 3"},
 			[]string{"SET SESSION lock_wait_timeout = 1", "SET SESSION lock_wait_timeout = 3"},
@@ -209,6 +219,43 @@ func TestParseStatusMySQL(t *testing.T) {
 	}
 	if _, err := mysql80.parseStatus(map[string]string{"server_id": "x"}, nil); err == nil {
 		t.Error("garbage server_id accepted")
+	}
+}
+
+// TestFenced: on MySQL only super_read_only fences (a SUPER user writes
+// through read_only); on MariaDB read_only does; Writable is its negation.
+func TestFenced(t *testing.T) {
+	on, off := true, false
+	cases := []struct {
+		name          string
+		flavor        Flavor
+		readOnly      bool
+		superReadOnly *bool
+		fenced        bool
+	}{
+		{"mysql both on", FlavorMySQL, true, &on, true},
+		{"mysql read_only only", FlavorMySQL, true, &off, false},
+		{"mysql both off", FlavorMySQL, false, &off, false},
+		{"mysql super_read_only unknown", FlavorMySQL, true, nil, false},
+		{"mariadb read_only", FlavorMariaDB, true, nil, true},
+		{"mariadb writable", FlavorMariaDB, false, nil, false},
+		{"flavor unknown, read_only", FlavorUnknown, true, nil, true},
+		{"flavor unknown, writable", FlavorUnknown, false, nil, false},
+	}
+	for _, c := range cases {
+		st := Status{Server: ServerInfo{Flavor: c.flavor}, ReadOnly: c.readOnly, SuperReadOnly: c.superReadOnly}
+		if st.Fenced() != c.fenced || st.Writable() == c.fenced {
+			t.Errorf("%s: Fenced() = %v, Writable() = %v; want fenced %v", c.name, st.Fenced(), st.Writable(), c.fenced)
+		}
+	}
+	// Parsed from SHOW GLOBAL VARIABLES, as Observe does.
+	st, err := mysql84.parseStatus(map[string]string{"server_id": "1", "read_only": "ON", "super_read_only": "OFF"}, nil)
+	if err != nil || st.Fenced() || !st.Writable() {
+		t.Errorf("mysql read_only=ON super_read_only=OFF: fenced %v writable %v (%v), want writable", st.Fenced(), st.Writable(), err)
+	}
+	st, err = mariadb.parseStatus(map[string]string{"server_id": "1", "read_only": "ON"}, nil)
+	if err != nil || !st.Fenced() || st.Writable() {
+		t.Errorf("mariadb read_only=ON: fenced %v writable %v (%v), want fenced", st.Fenced(), st.Writable(), err)
 	}
 }
 

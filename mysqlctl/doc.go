@@ -5,7 +5,9 @@
 // ReplicaStatus, Connections) and the actions the HA agent takes on it
 // (fence, unfence, kill clients, stop/start/reset/repoint replication, wait
 // for a GTID set, semi-sync on either side). Every action is idempotent, so
-// the agent may repeat it after a crash at any point.
+// the agent may repeat it after a crash at any point. Fence returns nil only
+// once the server reads back as read-only, and to get there within the
+// caller's deadline it kills the client sessions that hold it up.
 //
 // The SQL differs per flavor (MySQL 8.0.26+ and 8.4, MariaDB 10.6+). All of it
 // is produced by the pure Dialect type, which is covered statement by

@@ -29,7 +29,8 @@ var (
 	ErrPrivilege = errors.New("mysqlctl: missing privilege")
 	// ErrNotReplica: the server has no replication configured.
 	ErrNotReplica = errors.New("mysqlctl: server is not a replica")
-	// ErrTimeout: a wait (for a GTID set) ran out before the condition held.
+	// ErrTimeout: a wait (for a GTID set, for a fence to hold) ran out
+	// before the condition held.
 	ErrTimeout = errors.New("mysqlctl: timed out waiting")
 	// ErrUnsupported: flavor or release this agent does not handle.
 	ErrUnsupported = errors.New("mysqlctl: unsupported server")

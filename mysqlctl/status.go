@@ -33,10 +33,26 @@ type Status struct {
 	SemiSync          SemiSyncStatus
 }
 
-// Writable reports whether an ordinary client could write now.
-func (s Status) Writable() bool {
-	return !s.ReadOnly && (s.SuperReadOnly == nil || !*s.SuperReadOnly)
+// Fenced reports whether the server refuses writes from every client but
+// replication, as Fence leaves it: read_only on MariaDB (whose application
+// users must not hold READ_ONLY ADMIN), super_read_only on MySQL. On MySQL
+// read_only alone is not fenced, because users with SUPER or
+// CONNECTION_ADMIN still write; nor is a MySQL server whose super_read_only
+// is unknown.
+func (s Status) Fenced() bool {
+	switch {
+	case s.SuperReadOnly != nil:
+		return s.ReadOnly && *s.SuperReadOnly
+	case s.Server.Flavor == FlavorMySQL:
+		return false
+	default:
+		return s.ReadOnly
+	}
 }
+
+// Writable reports whether some client could write now: exactly !Fenced(),
+// so a MySQL server with read_only=ON but super_read_only=OFF is writable.
+func (s Status) Writable() bool { return !s.Fenced() }
 
 // SemiSyncStatus is both sides of semi-synchronous replication.
 type SemiSyncStatus struct {

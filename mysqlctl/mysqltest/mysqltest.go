@@ -348,6 +348,59 @@ func (s *Server) Pid() int {
 	return s.cmd.Process.Pid
 }
 
+// Freeze stops the running server with SIGSTOP, as a server hung on a
+// stalled disk looks: its connections stay open and nothing answers. It is
+// resumed (SIGCONT) when the test ends, before the server is stopped.
+func (s *Server) Freeze(tb testing.TB) {
+	tb.Helper()
+	pid := s.Pid()
+	if pid == 0 {
+		tb.Fatalf("freezing %s: not running", s.Name)
+	}
+	tb.Cleanup(s.Thaw)
+	// The process group also covers mariadbd under "ip netns exec".
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+		tb.Fatalf("freezing %s: %v", s.Name, err)
+	}
+	// A signal is delivered asynchronously: until every thread has stopped,
+	// one may still answer a query.
+	deadline := time.Now().Add(5 * time.Second)
+	for !allThreadsStopped(pid) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("freezing %s: threads still running 5s after SIGSTOP", s.Name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allThreadsStopped reads the state of every thread of pid from /proc.
+func allThreadsStopped(pid int) bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, path := range tasks {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		// "tid (comm) S ...": the state follows the last parenthesis, as comm
+		// may contain anything.
+		rest := b[bytes.LastIndexByte(b, ')')+1:]
+		if f := bytes.Fields(rest); len(f) == 0 || (f[0][0] != 'T' && f[0][0] != 't') {
+			return false
+		}
+	}
+	return true
+}
+
+// Thaw resumes a frozen server (SIGCONT); on a running one it does nothing.
+func (s *Server) Thaw() {
+	if pid := s.Pid(); pid != 0 {
+		syscall.Kill(-pid, syscall.SIGCONT)
+	}
+}
+
 // Kill stops the server with SIGKILL, as a crash would, and waits for it.
 func (s *Server) Kill() { s.stop(syscall.SIGKILL, 0) }
 
