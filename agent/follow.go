@@ -106,6 +106,12 @@ func (a *Agent) checkErrant(ctx context.Context, leader dcs.Member, obs mysqlctl
 		return false
 	}
 	errant, err := gtid.Errant(a.flavor(), obs.Status.GTIDExecuted, po.Status.GTIDExecuted)
+	if err == nil && errant == "" && obs.Status.GTIDBinlogState != "" && po.Status.GTIDBinlogState != "" {
+		// MariaDB: the position keeps one GTID per domain, so a write of
+		// our own at a lower seq_no than the leader's looks merely behind;
+		// the binlog state, one GTID per server, shows the fork.
+		errant, err = gtid.ErrantMariaDBState(obs.Status.GTIDBinlogState, po.Status.GTIDBinlogState)
+	}
 	if err != nil {
 		a.log.Error("comparing GTIDs with the leader failed", zap.Error(err))
 		return false

@@ -322,7 +322,7 @@ func (d Dialect) ShowVariables() Statement {
 	vars := []string{"read_only", "server_id", "version", "log_bin", n.logReplicaUpdates, n.superReadOnly,
 		n.serverUUID, n.executed, n.semiSourceEnabled, n.semiSourceTimeout, n.semiSourceWaitFor, n.semiReplicaEnabled}
 	if d.mariaDB() {
-		vars = append(vars, "gtid_current_pos", "gtid_slave_pos", "gtid_strict_mode", "gtid_domain_id")
+		vars = append(vars, "gtid_current_pos", "gtid_slave_pos", "gtid_strict_mode", "gtid_domain_id", "gtid_binlog_state")
 	} else {
 		vars = append(vars, "gtid_mode")
 	}

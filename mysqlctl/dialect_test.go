@@ -98,7 +98,7 @@ func TestDialectStatements(t *testing.T) {
 				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_source_status', 'Rpl_semi_sync_source_clients', 'Rpl_semi_sync_replica_status')"},
 			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'log_slave_updates', " +
 				"'gtid_binlog_pos', 'rpl_semi_sync_master_enabled', 'rpl_semi_sync_master_timeout', 'rpl_semi_sync_slave_enabled', " +
-				"'gtid_current_pos', 'gtid_slave_pos', 'gtid_strict_mode', 'gtid_domain_id')",
+				"'gtid_current_pos', 'gtid_slave_pos', 'gtid_strict_mode', 'gtid_domain_id', 'gtid_binlog_state')",
 				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients', 'Rpl_semi_sync_slave_status')"}},
 	}
 	for _, c := range cases {

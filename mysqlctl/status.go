@@ -25,6 +25,10 @@ type Status struct {
 	// MariaDB only: @@gtid_current_pos, @@gtid_slave_pos, @@gtid_strict_mode.
 	GTIDCurrentPos string
 	GTIDSlavePos   string
+	// GTIDBinlogState (MariaDB) is @@gtid_binlog_state: the last GTID each
+	// server logged in each domain. Unlike the position, it shows a fork:
+	// a transaction another server never had, even at a lower seq_no.
+	GTIDBinlogState string
 	GTIDStrictMode bool
 	// LogBin and LogReplicaUpdates must both be on for a member to be a
 	// candidate: a promoted replica needs the binlog its peers will pull.
@@ -174,6 +178,7 @@ func (d Dialect) parseStatus(vars, stat map[string]string) (Status, error) {
 		LogReplicaUpdates: parseBool(vars[n.logReplicaUpdates]),
 		GTIDCurrentPos:    vars["gtid_current_pos"],
 		GTIDSlavePos:      vars["gtid_slave_pos"],
+		GTIDBinlogState:   vars["gtid_binlog_state"],
 		GTIDStrictMode:    parseBool(vars["gtid_strict_mode"]),
 	}
 	id, err := strconv.ParseUint(vars["server_id"], 10, 32)

@@ -1,6 +1,11 @@
 package gtid
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // ErrantMySQL returns the transactions the replica has executed that the
 // primary has not. A non-empty result means the replica has diverged and must
@@ -56,4 +61,58 @@ func Errant(flavor Flavor, replica, primary string) (string, error) {
 		return ErrantMariaDB(r, p).String(), nil
 	}
 	return "", fmt.Errorf("gtid: unknown flavor %v", flavor)
+}
+
+// ErrantMariaDBState compares two MariaDB @@gtid_binlog_state values (the
+// last GTID each server logged in each domain, so one domain may appear once
+// per server) and returns, in canonical order, the replica's entries the
+// primary's history does not contain: a (domain, server_id) the primary
+// never logged, or a higher seq_no from that server. This sees what a
+// position cannot: a replica that wrote 0-2-29 on its own while the primary
+// went on to 0-1-100 is behind by position, but forked by state. "" means
+// no errant transactions.
+func ErrantMariaDBState(replica, primary string) (string, error) {
+	r, err := parseMariaDBState(replica)
+	if err != nil {
+		return "", fmt.Errorf("replica gtid_binlog_state: %w", err)
+	}
+	p, err := parseMariaDBState(primary)
+	if err != nil {
+		return "", fmt.Errorf("primary gtid_binlog_state: %w", err)
+	}
+	var errant []string
+	for _, g := range r {
+		if g.Seq == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(p, func(o MariaDBGTID) bool {
+			return o.Domain == g.Domain && o.ServerID == g.ServerID && o.Seq >= g.Seq
+		}) {
+			errant = append(errant, g.String())
+		}
+	}
+	return strings.Join(errant, ","), nil
+}
+
+// parseMariaDBState parses a gtid_binlog_state: GTIDs separated by ',',
+// several per domain (one per server), each checked as ParseMariaDBPos does.
+func parseMariaDBState(in string) ([]MariaDBGTID, error) {
+	var out []MariaDBGTID
+	if strings.TrimSpace(in) == "" {
+		return nil, nil
+	}
+	for _, part := range strings.Split(in, ",") {
+		pos, err := ParseMariaDBPos(part)
+		if err != nil {
+			return nil, err
+		}
+		if pos.IsEmpty() {
+			return nil, &ParseError{Input: in, Reason: "empty GTID in the list", Flavor: MariaDB}
+		}
+		out = append(out, pos.GTIDs()...)
+	}
+	slices.SortFunc(out, func(a, b MariaDBGTID) int {
+		return cmp.Or(cmp.Compare(a.Domain, b.Domain), cmp.Compare(a.ServerID, b.ServerID))
+	})
+	return out, nil
 }

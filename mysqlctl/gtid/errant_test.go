@@ -117,3 +117,29 @@ func TestFlavorString(t *testing.T) {
 		}
 	}
 }
+
+func TestErrantMariaDBState(t *testing.T) {
+	cases := []struct{ name, replica, primary, want string }{
+		{"behind on the primary's own server", "0-1-98", "0-1-100", ""},
+		{"same history", "0-1-100,0-2-150", "0-2-150,0-1-100", ""},
+		{"a write of its own the primary never had (behind by position)", "0-1-20,0-2-29", "0-1-244", "0-2-29"},
+		{"ahead on the old primary's server after a failover", "0-1-100", "0-1-98,0-2-120", "0-1-100"},
+		{"a domain the primary lacks", "0-1-5,1-3-2", "0-1-5", "1-3-2"},
+		{"empty replica", "", "0-1-5", ""},
+		{"seq 0 carries nothing", "0-3-0", "0-1-5", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ErrantMariaDBState(c.replica, c.primary)
+			if err != nil || got != c.want {
+				t.Errorf("ErrantMariaDBState(%q, %q) = %q, %v; want %q", c.replica, c.primary, got, err, c.want)
+			}
+		})
+	}
+	if _, err := ErrantMariaDBState("0-1-x", "0-1-1"); err == nil {
+		t.Error("a malformed state was accepted")
+	}
+	if _, err := ErrantMariaDBState("0-1-1,,0-2-2", "0-1-1"); err == nil {
+		t.Error("an empty list element was accepted")
+	}
+}
