@@ -53,6 +53,12 @@ type Options struct {
 	// shared kube-apiserver, one Pod per member (kube_test.go), instead of
 	// --dcs=etcd against an etcd of the cluster's own.
 	Kubernetes bool
+	// MySQLProxies puts a Proxy (netproxy_test.go) in front of every
+	// member's mysqld and has its agent advertise the proxy
+	// (--advertise-mysql-addr) while it reaches its own server directly
+	// (--mysql-local-addr): peers and replicas then connect through the
+	// proxy, which a scenario can black-hole to cut the member off.
+	MySQLProxies bool
 }
 
 // Cluster is one DCS (an etcd of its own, or a namespace of the shared
@@ -69,6 +75,11 @@ type Cluster struct {
 	Members []*Member
 	logDir  string
 	http    *http.Client
+	// bin and agentArgs are every agent's binary and extra flags; proxies
+	// is Options.MySQLProxies.
+	bin       string
+	agentArgs []string
+	proxies   bool
 }
 
 // Member is one MariaDB server and the agent that manages it.
@@ -81,6 +92,10 @@ type Member struct {
 	APIURL  string
 	LogPath string
 	args    []string
+	// Proxy stands in front of mysqld when Options.MySQLProxies is set;
+	// mysqlAddr is the address the agent advertises to peers and replicas.
+	Proxy     *Proxy
+	mysqlAddr string
 
 	root *sql.DB // root over the socket: checks only, never writes
 	app  *sql.DB // the application user over TCP: the writes under test
@@ -106,7 +121,8 @@ func NewCluster(tb testing.TB, o Options) *Cluster {
 	if o.Timing == (Timing{}) {
 		o.Timing = DefaultTiming
 	}
-	c := &Cluster{tb: tb, Name: clusterName(tb.Name()), Timing: o.Timing, http: &http.Client{Timeout: 500 * time.Millisecond}}
+	c := &Cluster{tb: tb, Name: clusterName(tb.Name()), Timing: o.Timing, http: &http.Client{Timeout: 500 * time.Millisecond},
+		bin: bin, agentArgs: o.AgentArgs, proxies: o.MySQLProxies}
 	c.logDir = tb.TempDir()
 	if *flagLogDir != "" {
 		c.logDir = filepath.Join(*flagLogDir, c.Name)
@@ -135,30 +151,10 @@ func NewCluster(tb testing.TB, o Options) *Cluster {
 		}
 	})
 	for i, s := range servers {
-		m := &Member{c: c, Index: i, Name: s.Name, Server: s, LogPath: filepath.Join(c.logDir, s.Name+".log")}
-		port, err := freePort()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		m.APIURL = "http://" + listen
 		if c.Kube != nil {
 			c.Kube.createPod(tb, s.Name, fmt.Sprintf("198.18.0.%d", 11+i))
 		}
-		m.args = append(append(c.dcsArgs(),
-			"--cluster="+c.Name, "--name="+s.Name,
-			"--mysql-local-addr="+s.Addr(), "--advertise-mysql-addr="+s.Addr(),
-			"--mysql-password-file="+s.PasswordFile(tb, mysqltest.AgentPassword),
-			"--replication-user="+mysqltest.ReplUser,
-			"--replication-password-file="+s.PasswordFile(tb, mysqltest.ReplPassword),
-			"--listen="+listen, "--advertise-api-url="+m.APIURL, "--log-level=debug",
-			"--ttl="+o.Timing.TTL.String(), "--loop-wait="+o.Timing.LoopWait.String(),
-			"--retry-timeout="+o.Timing.RetryTimeout.String(), "--safety-margin="+o.Timing.SafetyMargin.String(),
-		), o.AgentArgs...)
-		m.args = append([]string{bin}, m.args...)
-		m.root = s.RootDB(tb)
-		m.app = openApp(tb, s)
-		c.Members = append(c.Members, m)
+		c.Members = append(c.Members, c.newMember(i, s, s.Name, s.Name))
 	}
 	for _, m := range c.Members {
 		tb.Cleanup(m.cleanup)
@@ -166,6 +162,46 @@ func NewCluster(tb testing.TB, o Options) *Cluster {
 	}
 	return c
 }
+
+// newMember prepares the member of server s, whose agent runs with
+// --name=agentName and logs to <logName>.log; it starts nothing but the
+// member's proxy (Options.MySQLProxies). The harness's name of the member is
+// the server's: a scenario may start an agent under the name of another
+// member (duplicate_identity_test.go).
+func (c *Cluster) newMember(index int, s *mysqltest.Server, agentName, logName string) *Member {
+	tb := c.tb
+	tb.Helper()
+	m := &Member{c: c, Index: index, Name: s.Name, Server: s, LogPath: filepath.Join(c.logDir, logName+".log"), mysqlAddr: s.Addr()}
+	port, err := freePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	m.APIURL = "http://" + listen
+	if c.proxies {
+		m.Proxy = StartProxy(tb, s.Addr())
+		m.mysqlAddr = m.Proxy.Addr()
+	}
+	t := c.Timing
+	m.args = append(append([]string{c.bin}, c.dcsArgs()...),
+		"--cluster="+c.Name, "--name="+agentName,
+		"--mysql-local-addr="+s.Addr(), "--advertise-mysql-addr="+m.mysqlAddr,
+		"--mysql-password-file="+s.PasswordFile(tb, mysqltest.AgentPassword),
+		"--replication-user="+mysqltest.ReplUser,
+		"--replication-password-file="+s.PasswordFile(tb, mysqltest.ReplPassword),
+		"--listen="+listen, "--advertise-api-url="+m.APIURL, "--log-level=debug",
+		"--ttl="+t.TTL.String(), "--loop-wait="+t.LoopWait.String(),
+		"--retry-timeout="+t.RetryTimeout.String(), "--safety-margin="+t.SafetyMargin.String(),
+	)
+	m.args = append(m.args, c.agentArgs...)
+	m.root = s.RootDB(tb)
+	m.app = openApp(tb, s)
+	return m
+}
+
+// MySQLAddr is the address the member's agent advertises for its mysqld:
+// its proxy's with Options.MySQLProxies, the server's otherwise.
+func (m *Member) MySQLAddr() string { return m.mysqlAddr }
 
 // dcsArgs are the agents' DCS flags.
 func (c *Cluster) dcsArgs() []string {

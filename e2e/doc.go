@@ -28,6 +28,20 @@
 //	                          primary; agentctl resume --wait brings it back
 //	agentctl_errors_test.go   every documented agentctl exit code and --help
 //
+// Fault injections (each prints one INJECTIONS summary line, injections_test.go):
+//
+//	fence_under_load_test.go    kill -9 of the primary's agent during a long UPDATE
+//	                            and a write load, ten trials on one cluster: the
+//	                            fence kills the session in its way, nothing
+//	                            acknowledged is lost, the old primary rejoins
+//	duplicate_identity_test.go  a second agent started with a live member's
+//	                            --name (the leader's, then a replica's followed by
+//	                            the leader's death) refuses to act and never leads
+//	unreachable_peers_test.go   the primary dies and another member is cut off
+//	                            behind a black-holed proxy (netproxy_test.go), on
+//	                            etcd and on Kubernetes: the survivor promotes
+//	                            within ttl + 3 s
+//
 // Kubernetes mode (Options.Kubernetes, kube_test.go): the agents run with
 // --dcs=kubernetes against one real kube-apiserver and kube-controller-manager
 // shared by the test process (kubetest), each cluster in its own namespace

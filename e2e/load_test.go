@@ -27,6 +27,10 @@ type Writer struct {
 	// Fallback, when set, names the members to try directly while no agent
 	// answers GET /primary with 200. Set by StartWriter only.
 	Fallback func() []*Member
+	// onAck, when set, runs in the writer's goroutine right after each
+	// acknowledgement, before the next write: for checks that must happen
+	// at that instant. Set by StartWriterNotify only.
+	onAck func(Ack)
 
 	mu       sync.Mutex
 	acks     []Ack
@@ -68,7 +72,13 @@ func (c *Cluster) CreateLoadTable(primary *Member, skip ...*Member) {
 // collide. fallback (may be nil) names the members to try directly while no
 // agent answers GET /primary with 200.
 func (c *Cluster) StartWriter(firstID int64, fallback func() []*Member) *Writer {
-	w := &Writer{c: c, table: loadTable, Fallback: fallback, next: firstID, stop: make(chan struct{}), done: make(chan struct{})}
+	return c.StartWriterNotify(firstID, fallback, nil)
+}
+
+// StartWriterNotify is StartWriter that also calls onAck (may be nil) in
+// the writer's goroutine after every acknowledged write, before the next.
+func (c *Cluster) StartWriterNotify(firstID int64, fallback func() []*Member, onAck func(Ack)) *Writer {
+	w := &Writer{c: c, table: loadTable, Fallback: fallback, onAck: onAck, next: firstID, stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	c.tb.Cleanup(w.Stop)
 	return w
@@ -126,13 +136,18 @@ func (w *Writer) insert(m *Member) bool {
 	cancel()
 	at := time.Now()
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if err != nil {
 		w.failures++
 		w.lastErr = fmt.Errorf("%s: %w", m.Name, err)
+		w.mu.Unlock()
 		return false
 	}
-	w.acks = append(w.acks, Ack{ID: id, Member: m.Name, At: at})
+	a := Ack{ID: id, Member: m.Name, At: at}
+	w.acks = append(w.acks, a)
+	w.mu.Unlock()
+	if w.onAck != nil {
+		w.onAck(a)
+	}
 	return true
 }
 

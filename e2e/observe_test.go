@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,7 +23,9 @@ import (
 
 // Status is the agent's GET /status document (the fields the scenarios use).
 type Status struct {
-	Name         string `json:"name"`
+	Name string `json:"name"`
+	// Instance is the agent process's instance id.
+	Instance     string `json:"instance"`
 	Role         string `json:"role"`
 	HoldsLock    bool   `json:"holds_lock"`
 	Healthy      bool   `json:"healthy"`
@@ -36,15 +39,19 @@ type Status struct {
 	Action       string `json:"action"`
 	Reason       string `json:"reason"`
 	Paused       bool   `json:"paused"`
+	// Duplicate names the other live agent that runs with this member's
+	// name; the agent refuses to act while it is set.
+	Duplicate string `json:"duplicate"`
 }
 
 func (s *Status) String() string {
 	if s == nil {
 		return "no answer"
 	}
-	return fmt.Sprintf("role=%s lock=%v writable=%v healthy=%v repl=%s source=%s leader=%s action=%s (%s)%s%s",
+	return fmt.Sprintf("role=%s lock=%v writable=%v healthy=%v repl=%s source=%s leader=%s action=%s (%s)%s%s%s",
 		s.Role, s.HoldsLock, s.Writable, s.Healthy, s.Replication, s.Source, s.Leader, s.Action, s.Reason,
-		cond(s.Errant != "", " errant="+s.Errant), cond(s.Error != "", " error="+s.Error))
+		cond(s.Errant != "", " errant="+s.Errant), cond(s.Error != "", " error="+s.Error),
+		cond(s.Duplicate != "", " duplicate="+s.Duplicate))
 }
 
 func cond(b bool, s string) string {
@@ -340,11 +347,11 @@ func (c *Cluster) Healthy(skip ...*Member) (primary *Member, ok bool, detail str
 		case st == nil:
 		case !ro:
 			problems = append(problems, m.Name+": replica but read_only=0")
-		case st.Role != "replica" || st.Replication != "running" || st.Source != primary.Server.Addr():
+		case st.Role != "replica" || st.Replication != "running" || st.Source != primary.MySQLAddr():
 			problems = append(problems, fmt.Sprintf("%s: not yet a streaming replica of %s: %s", m.Name, primary.Name, st))
 		default:
 			rs, err := m.ReplicaStatus()
-			if err != nil || !rs.Streaming() || rs.SourcePort != fmt.Sprint(primary.Server.Port) {
+			if err != nil || !rs.Streaming() || net.JoinHostPort(rs.SourceHost, rs.SourcePort) != primary.MySQLAddr() {
 				problems = append(problems, fmt.Sprintf("%s: SHOW SLAVE STATUS: %s %v", m.Name, rs, err))
 			}
 		}

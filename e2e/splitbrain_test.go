@@ -29,7 +29,9 @@ import (
 // does not go read-only and back within milliseconds). The confirmation also
 // runs a rolled-back application write on both, for the report.
 type SplitBrainChecker struct {
-	c        *Cluster
+	c *Cluster
+	// members are the cluster's and any extra servers the scenario runs.
+	members  []*Member
 	interval time.Duration
 	started  time.Time
 	stopped  time.Time
@@ -66,14 +68,17 @@ type WritableEvent struct {
 	Writable bool
 }
 
-// StartSplitBrainChecker starts sampling; the checker is stopped, and its
-// violations reported as test errors, by Stop or at the end of the test.
-func (c *Cluster) StartSplitBrainChecker() *SplitBrainChecker {
+// StartSplitBrainChecker starts sampling the cluster's members and the
+// extra servers (ones outside the cluster that must never take a write
+// either, such as an impostor's); the checker is stopped, and its violations
+// reported as test errors, by Stop or at the end of the test.
+func (c *Cluster) StartSplitBrainChecker(extra ...*Member) *SplitBrainChecker {
 	k := &SplitBrainChecker{c: c, interval: 20 * time.Millisecond, started: time.Now(), stop: make(chan struct{}),
-		done: make(chan struct{}), answers: map[string]answer{}, last: map[string]bool{}}
+		done: make(chan struct{}), answers: map[string]answer{}, last: map[string]bool{},
+		members: append(append([]*Member(nil), c.Members...), extra...)}
 	// The probers are not waited for: one may be blocked on a hung server
 	// until it resumes, and it ends by itself then.
-	for _, m := range c.Members {
+	for _, m := range k.members {
 		go k.probe(m)
 	}
 	go func() {
@@ -135,7 +140,7 @@ func (k *SplitBrainChecker) sample() {
 	var suspects []*Member
 	k.mu.Lock()
 	k.samples++
-	for _, m := range k.c.Members {
+	for _, m := range k.members {
 		a := k.answers[m.Name]
 		w := a.writable && (a.asking.IsZero() || now.Sub(a.asking) < hungAfter)
 		if k.last[m.Name] != w || k.samples == 1 {
