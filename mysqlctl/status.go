@@ -29,7 +29,7 @@ type Status struct {
 	// server logged in each domain. Unlike the position, it shows a fork:
 	// a transaction another server never had, even at a lower seq_no.
 	GTIDBinlogState string
-	GTIDStrictMode bool
+	GTIDStrictMode  bool
 	// LogBin and LogReplicaUpdates must both be on for a member to be a
 	// candidate: a promoted replica needs the binlog its peers will pull.
 	LogBin            bool
