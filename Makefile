@@ -14,7 +14,7 @@ FUZZTIME     ?= 15s
 
 export KUBE_BIN_DIR := $(CURDIR)/$(KUBE_BIN)
 
-.PHONY: all build test unit lint staticcheck bench fuzz deps mariadb kube-bin clean
+.PHONY: all build test unit lint staticcheck bench fuzz deps mariadb node-packages kube-bin clean
 
 all: build
 
@@ -49,7 +49,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseMariaDBPos -fuzztime $(FUZZTIME) ./mysqlctl/gtid/
 	$(GO) test -run '^$$' -fuzz FuzzSetAlgebra -fuzztime $(FUZZTIME) ./mysqlctl/gtid/
 
-deps: mariadb kube-bin
+deps: mariadb node-packages kube-bin
 
 ## mariadb: Debian's mariadb-server, installed only when mariadbd is missing.
 mariadb:
@@ -58,14 +58,28 @@ mariadb:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server >/dev/null; \
 	fi
 
-## kube-bin: kube-apiserver and kube-controller-manager built from
-## k8s.io/kubernetes in the tools/kube module (its own go.mod keeps
-## k8s.io/kubernetes out of ours). About 8 min cold, seconds when cached.
-kube-bin: $(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-controller-manager
+## node-packages: what the real single-node Kubernetes of the tests runs on
+## (containerd, runc, the CNI plugins, iptables, iproute2) and what builds
+## the MariaDB image (debootstrap), from Debian, installed only when missing.
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables iproute2 debootstrap
+node-packages:
+	@missing=$$(for p in $(NODE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing $$missing with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
-$(KUBE_BIN)/kube-apiserver $(KUBE_BIN)/kube-controller-manager &: tools/kube/go.mod tools/kube/go.sum
-	@echo "building kube-apiserver and kube-controller-manager $(KUBE_VERSION) into $(KUBE_BIN) (about 8 min the first time)"
-	cd tools/kube && $(GO) build -o $(CURDIR)/$(KUBE_BIN)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+## kube-bin: the control plane (kube-apiserver, kube-controller-manager,
+## kube-scheduler) and the node (kubelet, kube-proxy), built from
+## k8s.io/kubernetes in the tools/kube module (its own go.mod keeps
+## k8s.io/kubernetes out of ours). About 10 min cold, seconds when cached.
+KUBE_CMDS := kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
+kube-bin: $(addprefix $(KUBE_BIN)/,$(KUBE_CMDS))
+
+$(addprefix $(KUBE_BIN)/,$(KUBE_CMDS)) &: tools/kube/go.mod tools/kube/go.sum
+	@echo "building $(KUBE_CMDS) $(KUBE_VERSION) into $(KUBE_BIN) (about 10 min the first time)"
+	cd tools/kube && $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION)" \
+		-o $(CURDIR)/$(KUBE_BIN)/ $(addprefix k8s.io/kubernetes/cmd/,$(KUBE_CMDS))
 
 clean:
 	rm -rf bin/
