@@ -12,6 +12,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/failover"
+	"github.com/mysqlha/mysqlha/mysqlctl"
 )
 
 // promote carries out one step of the promotion that failover.Decide chose
@@ -32,7 +33,8 @@ import (
 //
 //  3. drop the primary label of every other member;
 //  4. when our old source answers, fenced, wait until we have all it
-//     executed (its history is final): MySQL: SELECT
+//     executed (its history is final), restarting our receiver if an
+//     earlier attempt stopped it (START REPLICA | START SLAVE): MySQL: SELECT
 //     WAIT_FOR_EXECUTED_GTID_SET(set, t);  MariaDB: SELECT
 //     MASTER_GTID_WAIT(pos, t). Then apply the whole relay log:
 //     MySQL: STOP REPLICA IO_THREAD; SELECT
@@ -80,7 +82,14 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 	if set := a.fencedSourceExecuted(o); set != "" {
 		// Our old source still answers, fenced: its history is final, so
 		// take all of it before cutting the stream, and lose nothing it
-		// acknowledged.
+		// acknowledged. Our receiver may have been stopped by an earlier
+		// attempt: pulling from a fenced source is safe.
+		if r := o.obs.Replica; r.IOThread == mysqlctl.ThreadStopped && !r.Broken() {
+			if err := a.db.StartReplication(cctx); err != nil {
+				a.log.Warn("restarting our receiver to catch up with the fenced old source failed", zap.Error(err))
+				return false
+			}
+		}
 		if err := a.db.WaitForGTID(cctx, set, a.config.RetryTimeout/2); err != nil {
 			a.log.Info("not all of the fenced old source's transactions received yet; promotion continues next iteration", zap.Error(err))
 			return false
