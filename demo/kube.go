@@ -129,7 +129,7 @@ func (k *kubeBackend) createObjects(ctx context.Context) error {
 	if err := create("node", err); err != nil {
 		return err
 	}
-	// The agent's Role, as deploy/rbac.yaml: the DCS backend's rules plus
+	// The agent's Role, as deploy/base/rbac.yaml: the DCS backend's rules plus
 	// the pod labeler's (pods get/patch, events create).
 	rules := append(dcskube.RBACRules(),
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch"}},

@@ -33,7 +33,7 @@ func flatten(rules []rbacv1.PolicyRule) []string {
 }
 
 func TestRoleMatchesTheCode(t *testing.T) {
-	b, err := os.ReadFile("rbac.yaml")
+	b, err := os.ReadFile("base/rbac.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +53,6 @@ func TestRoleMatchesTheCode(t *testing.T) {
 	got := flatten(role.Rules)
 	want := flatten(append(dcskube.RBACRules(), podrole.RBACRules()...))
 	if !slices.Equal(got, want) {
-		t.Fatalf("deploy/rbac.yaml grants\n  %s\nbut the code needs exactly\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		t.Fatalf("deploy/base/rbac.yaml grants\n  %s\nbut the code needs exactly\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }

@@ -37,7 +37,7 @@ import (
 // started by the first scenario that needs them and stopped when the package
 // ends. Each cluster lives in its own namespace (the cluster's name), with
 // the agent's Role (the rules dcs/kubernetes and agent/podrole declare, which
-// deploy/rbac.yaml grants) bound to kubetest.UnprivilegedUser, whom the
+// deploy/base/rbac.yaml grants) bound to kubetest.UnprivilegedUser, whom the
 // agents authenticate as: they run with those rights and no more. agentctl
 // uses the admin kubeconfig, as an operator would.
 

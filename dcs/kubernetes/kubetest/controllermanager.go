@@ -24,6 +24,29 @@ var Controllers = []string{
 	"serviceaccount-token-controller",
 }
 
+// ControllerManagerOption configures StartControllerManager and
+// LaunchControllerManager.
+type ControllerManagerOption func(*cmOptions)
+
+type cmOptions struct {
+	controllers []string
+	extraArgs   []string
+}
+
+// WithControllers runs these controllers (kube-controller-manager
+// --controllers names, e.g. "statefulset-controller") instead of Controllers.
+// The readiness check needs "serviceaccount-controller" among them.
+func WithControllers(names ...string) ControllerManagerOption {
+	return func(o *cmOptions) { o.controllers = append([]string(nil), names...) }
+}
+
+// WithControllerManagerArgs appends args to the kube-controller-manager
+// command line, e.g. "--node-monitor-period=1s". Only for flags the package
+// does not set.
+func WithControllerManagerArgs(args ...string) ControllerManagerOption {
+	return func(o *cmOptions) { o.extraArgs = append(o.extraArgs, args...) }
+}
+
 // ControllerManager is a running kube-controller-manager.
 type ControllerManager struct {
 	proc *process
@@ -38,9 +61,9 @@ type ControllerManager struct {
 // EndpointSlices only list Pods that have spec.nodeName, a pod IP that is not
 // loopback and a Ready condition (set through the pods/status subresource);
 // no kubelet runs here, so tests set all that themselves (ReportPodReady).
-func (s *APIServer) StartControllerManager(tb testing.TB) *ControllerManager {
+func (s *APIServer) StartControllerManager(tb testing.TB, opts ...ControllerManagerOption) *ControllerManager {
 	tb.Helper()
-	cm, err := s.LaunchControllerManager()
+	cm, err := s.LaunchControllerManager(opts...)
 	if err != nil {
 		tb.Fatalf("%v", err)
 	}
@@ -53,7 +76,11 @@ func (s *APIServer) StartControllerManager(tb testing.TB) *ControllerManager {
 // testing.TB: the caller stops the controller manager (Stop or Kill) before
 // closing s. It runs from the directory of s's kube-apiserver (WithBinDir),
 // with its kubeconfig and log in s.Dir().
-func (s *APIServer) LaunchControllerManager() (*ControllerManager, error) {
+func (s *APIServer) LaunchControllerManager(opts ...ControllerManagerOption) (*ControllerManager, error) {
+	o := cmOptions{controllers: Controllers}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	bin, err := binary(s.binDir, "kube-controller-manager")
 	if err != nil {
 		return nil, err
@@ -68,7 +95,7 @@ func (s *APIServer) LaunchControllerManager() (*ControllerManager, error) {
 	}
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
-		"--controllers=" + strings.Join(Controllers, ","),
+		"--controllers=" + strings.Join(o.controllers, ","),
 		"--service-account-private-key-file=" + s.saKeyFile,
 		"--root-ca-file=" + filepath.Join(s.dir, "ca.crt"),
 		"--use-service-account-credentials=false",
@@ -77,6 +104,7 @@ func (s *APIServer) LaunchControllerManager() (*ControllerManager, error) {
 		// would need a port and delegated authentication.
 		"--secure-port=0",
 	}
+	args = append(args, o.extraArgs...)
 	logFile := filepath.Join(s.dir, "kube-controller-manager.log")
 	p, err := launchProcess("kube-controller-manager", bin, s.dir, logFile, args, func(ctx context.Context) error {
 		_, err := c.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})

@@ -29,6 +29,11 @@
 //     loopback addresses; upstream's own test server does the same.
 //   - --enable-priority-and-fairness=false: fewer start-up hooks and no
 //     request queuing in tests.
+//
+// The first two are defaults for tests of the API alone. A real node (package
+// e2e/realnode) turns them around with WithServiceAccountAdmission and
+// WithEndpointReconciler, and adds WithNodeAuthorization,
+// WithKubeletClientCert, WithServiceClusterIPRange and WithTokenUser.
 package kubetest
 
 import (
@@ -102,11 +107,25 @@ const (
 type Option func(*options)
 
 type options struct {
-	bindAddress      string
-	advertiseAddress string
-	binDir           string
-	adminUser        string
-	unprivilegedUser string
+	bindAddress        string
+	advertiseAddress   string
+	binDir             string
+	adminUser          string
+	unprivilegedUser   string
+	serviceIPRange     string
+	endpointReconciler bool
+	saAdmission        bool
+	nodeAuthorization  bool
+	kubeletClientCert  bool
+	tokenUsers         []tokenUser
+	extraArgs          []string
+}
+
+// tokenUser is an extra line of the token file (WithTokenUser).
+type tokenUser struct {
+	name   string
+	groups []string
+	token  string
 }
 
 // WithBindAddress sets --bind-address: "0.0.0.0" to serve on every local
@@ -139,6 +158,65 @@ func WithUserNames(admin, unprivileged string) Option {
 	return func(o *options) { o.adminUser, o.unprivilegedUser = admin, unprivileged }
 }
 
+// WithServiceClusterIPRange sets --service-cluster-ip-range (default
+// ServiceClusterIPRange) and adds its first address, the ClusterIP of the
+// default/kubernetes Service, to the serving certificate, so that in-cluster
+// clients (KUBERNETES_SERVICE_HOST) verify it. A real node sends traffic to
+// this range (kube-proxy): use one in 198.18.0.0/15 there.
+func WithServiceClusterIPRange(cidr string) Option {
+	return func(o *options) { o.serviceIPRange = cidr }
+}
+
+// WithEndpointReconciler lets the apiserver maintain the default/kubernetes
+// Endpoints and EndpointSlice with its advertise address and port, as in a
+// real cluster (--endpoint-reconciler-type=lease), instead of
+// --endpoint-reconciler-type=none. The advertise address must not be
+// loopback: Endpoints reject it.
+func WithEndpointReconciler() Option {
+	return func(o *options) { o.endpointReconciler = true }
+}
+
+// WithServiceAccountAdmission keeps the ServiceAccount admission plugin on,
+// so that Pods get the namespace's default ServiceAccount and a projected
+// token volume. Pods are then rejected until the serviceaccount controller
+// (StartControllerManager) has created that ServiceAccount.
+func WithServiceAccountAdmission() Option {
+	return func(o *options) { o.saAdmission = true }
+}
+
+// WithNodeAuthorization authorizes with Node,RBAC instead of RBAC alone and
+// enables the NodeRestriction admission plugin, so that a kubelet can run
+// as system:node:<name> in group system:nodes (see WithTokenUser) with no
+// more rights than a real one.
+func WithNodeAuthorization() Option {
+	return func(o *options) { o.nodeAuthorization = true }
+}
+
+// WithKubeletClientCert gives the apiserver a client certificate (signed by
+// the CA of ca.crt, group system:masters) for the kubelet API, and makes it
+// reach kubelets at their InternalIP, so that logs, exec and port-forward
+// work with a kubelet whose x509 clientCAFile is CAFile().
+func WithKubeletClientCert() Option {
+	return func(o *options) { o.kubeletClientCert = true }
+}
+
+// WithTokenUser adds a static token user with groups (e.g.
+// "system:node:n1" in "system:nodes", or "system:kube-proxy"), whose
+// configuration UserConfig and SaveUserKubeconfig return. The rules of
+// WithUserNames apply to the name and to each group.
+func WithTokenUser(name string, groups ...string) Option {
+	return func(o *options) {
+		o.tokenUsers = append(o.tokenUsers, tokenUser{name: name, groups: append([]string(nil), groups...)})
+	}
+}
+
+// WithAPIServerArgs appends args to the kube-apiserver command line, e.g.
+// "--allow-privileged=true". Only for flags the package does not set: a
+// repeated list flag would append to the package's value, not replace it.
+func WithAPIServerArgs(args ...string) Option {
+	return func(o *options) { o.extraArgs = append(o.extraArgs, args...) }
+}
+
 // APIServer is a running kube-apiserver.
 type APIServer struct {
 	// Etcd is the apiserver's storage, in Dir()/etcd.
@@ -157,6 +235,7 @@ type APIServer struct {
 	proc        *process
 	bindAddress string
 	advertise   string
+	opts        options
 }
 
 // BinDir returns the directory holding kube-apiserver and
@@ -251,6 +330,9 @@ func Launch(dir string, opts ...Option) (*APIServer, error) {
 		return nil, fmt.Errorf("kubetest: user names %q and %q: want two different names without commas, quotes or line breaks",
 			o.adminUser, o.unprivilegedUser)
 	}
+	if err := o.validateNodeOptions(); err != nil {
+		return nil, fmt.Errorf("kubetest: %w", err)
+	}
 
 	bin, err := binary(o.binDir, "kube-apiserver")
 	if err != nil {
@@ -263,6 +345,7 @@ func Launch(dir string, opts ...Option) (*APIServer, error) {
 		unprivUser:  o.unprivilegedUser,
 		bindAddress: o.bindAddress,
 		advertise:   o.advertiseAddress,
+		opts:        o,
 	}
 	if err := s.writeFiles(); err != nil {
 		return nil, fmt.Errorf("kubetest: preparing apiserver files: %w", err)
@@ -280,6 +363,51 @@ func Launch(dir string, opts ...Option) (*APIServer, error) {
 	}
 	s.Etcd.Stop()
 	return nil, fmt.Errorf("kubetest: %w", err)
+}
+
+// validateNodeOptions checks the options that a real node needs.
+func (o *options) validateNodeOptions() error {
+	if o.serviceIPRange == "" {
+		o.serviceIPRange = ServiceClusterIPRange
+	}
+	if _, err := firstServiceIP(o.serviceIPRange); err != nil {
+		return err
+	}
+	if o.endpointReconciler && net.ParseIP(o.advertiseAddress).IsLoopback() {
+		return fmt.Errorf("WithEndpointReconciler needs a non-loopback advertise address, not %s", o.advertiseAddress)
+	}
+	seen := map[string]bool{o.adminUser: true, o.unprivilegedUser: true}
+	for _, u := range o.tokenUsers {
+		if !validUserName(u.name) || seen[u.name] {
+			return fmt.Errorf("token user %q: want a new name without commas, quotes or line breaks", u.name)
+		}
+		seen[u.name] = true
+		for _, g := range u.groups {
+			if !validUserName(g) {
+				return fmt.Errorf("token user %q: group %q: want no commas, quotes or line breaks", u.name, g)
+			}
+		}
+	}
+	return nil
+}
+
+// firstServiceIP returns the first address of a service CIDR: the ClusterIP
+// the apiserver gives the default/kubernetes Service.
+func firstServiceIP(cidr string) (net.IP, error) {
+	_, ipnet, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil, fmt.Errorf("service cluster IP range %q: %w", cidr, err)
+	}
+	ip := append(net.IP(nil), ipnet.IP...)
+	for i := len(ip) - 1; i >= 0; i-- {
+		if ip[i]++; ip[i] != 0 {
+			break
+		}
+	}
+	if !ipnet.Contains(ip) {
+		return nil, fmt.Errorf("service cluster IP range %q has no usable address", cidr)
+	}
+	return ip, nil
 }
 
 // writeFiles generates the CA, serving certificate, service-account key and
@@ -312,7 +440,11 @@ func (s *APIServer) writeFiles() error {
 	}
 	s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 
-	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP("10.96.0.1"), net.ParseIP(s.advertise)}
+	serviceIP, err := firstServiceIP(s.opts.serviceIPRange)
+	if err != nil {
+		return err
+	}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), serviceIP, net.ParseIP(s.advertise)}
 	if ip := net.ParseIP(s.bindAddress); !ip.IsUnspecified() {
 		ips = append(ips, ip)
 	}
@@ -347,14 +479,27 @@ func (s *APIServer) writeFiles() error {
 	s.adminToken, s.unprivToken = randomToken(), randomToken()
 	s.saKeyFile = filepath.Join(s.dir, "sa.key")
 	s.logFile = filepath.Join(s.dir, "kube-apiserver.log")
+	// token,user,uid,"groups"
+	tokens := fmt.Appendf(nil, "%s,%s,%s,\"system:masters\"\n%s,%s,%s\n",
+		s.adminToken, s.adminUser, s.adminUser, s.unprivToken, s.unprivUser, s.unprivUser)
+	for i := range s.opts.tokenUsers {
+		u := &s.opts.tokenUsers[i]
+		u.token = randomToken()
+		tokens = fmt.Appendf(tokens, "%s,%s,%s,\"%s\"\n", u.token, u.name, u.name, strings.Join(u.groups, ","))
+	}
 	files := map[string][]byte{
 		"ca.crt":      s.caPEM,
 		"serving.crt": append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}), s.caPEM...),
 		"serving.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: srvKeyDER}),
 		"sa.key":      pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
-		// token,user,uid,"groups"
-		"tokens.csv": fmt.Appendf(nil, "%s,%s,%s,\"system:masters\"\n%s,%s,%s\n",
-			s.adminToken, s.adminUser, s.adminUser, s.unprivToken, s.unprivUser, s.unprivUser),
+		"tokens.csv":  tokens,
+	}
+	if s.opts.kubeletClientCert {
+		crt, key, err := clientCert(caCert, caKey, "kube-apiserver-kubelet-client", "system:masters", now)
+		if err != nil {
+			return err
+		}
+		files["kubelet-client.crt"], files["kubelet-client.key"] = crt, key
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(s.dir, name), data, 0o600); err != nil {
@@ -362,6 +507,32 @@ func (s *APIServer) writeFiles() error {
 		}
 	}
 	return os.MkdirAll(filepath.Join(s.dir, "cert-dir"), 0o700)
+}
+
+// clientCert issues a client certificate (PEM) for cn in group org.
+func clientCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn, org string, now time.Time) (crtPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{org}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(7 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 // validUserName: a name that fits a field of the token file, which is CSV.
@@ -395,7 +566,6 @@ func (s *APIServer) start(bin string) error {
 		"--bind-address=" + s.bindAddress,
 		"--secure-port=" + strconv.Itoa(port),
 		"--advertise-address=" + s.advertise,
-		"--endpoint-reconciler-type=none",
 		"--cert-dir=" + f("cert-dir"),
 		"--tls-cert-file=" + f("serving.crt"),
 		"--tls-private-key-file=" + f("serving.key"),
@@ -403,12 +573,28 @@ func (s *APIServer) start(bin string) error {
 		"--service-account-key-file=" + f("sa.key"),
 		"--service-account-signing-key-file=" + f("sa.key"),
 		"--token-auth-file=" + f("tokens.csv"),
-		"--authorization-mode=RBAC",
-		"--service-cluster-ip-range=" + ServiceClusterIPRange,
-		"--disable-admission-plugins=ServiceAccount",
+		"--service-cluster-ip-range=" + s.opts.serviceIPRange,
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 	}
+	if !s.opts.endpointReconciler {
+		args = append(args, "--endpoint-reconciler-type=none")
+	}
+	if s.opts.nodeAuthorization {
+		args = append(args, "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction")
+	} else {
+		args = append(args, "--authorization-mode=RBAC")
+	}
+	if !s.opts.saAdmission {
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
+	}
+	if s.opts.kubeletClientCert {
+		args = append(args,
+			"--kubelet-client-certificate="+f("kubelet-client.crt"),
+			"--kubelet-client-key="+f("kubelet-client.key"),
+			"--kubelet-preferred-address-types=InternalIP")
+	}
+	args = append(args, s.opts.extraArgs...)
 	s.proc, err = launchProcess("kube-apiserver "+s.url, bin, s.dir, s.logFile, args, func(ctx context.Context) error {
 		return s.readyz(ctx, hc)
 	})
@@ -529,6 +715,31 @@ func (s *APIServer) config(token string) *rest.Config {
 
 // Config returns a new admin (system:masters) client configuration.
 func (s *APIServer) Config() *rest.Config { return s.config(s.adminToken) }
+
+// UserConfig returns a new client configuration for a WithTokenUser user.
+func (s *APIServer) UserConfig(name string) (*rest.Config, error) {
+	for _, u := range s.opts.tokenUsers {
+		if u.name == name {
+			return s.config(u.token), nil
+		}
+	}
+	return nil, fmt.Errorf("kubetest: no token user %q (WithTokenUser)", name)
+}
+
+// SaveUserKubeconfig writes a kubeconfig for a WithTokenUser user to path,
+// with namespace as its context's namespace ("default" when empty).
+func (s *APIServer) SaveUserKubeconfig(path, name, namespace string) error {
+	for _, u := range s.opts.tokenUsers {
+		if u.name == name {
+			return s.writeKubeconfig(path, u.name, u.token, namespace)
+		}
+	}
+	return fmt.Errorf("kubetest: no token user %q (WithTokenUser)", name)
+}
+
+// CAFile returns the path of ca.crt, the CA of the serving certificate and
+// of the WithKubeletClientCert client certificate.
+func (s *APIServer) CAFile() string { return filepath.Join(s.dir, "ca.crt") }
 
 // UnprivilegedConfig returns a new client configuration for the unprivileged
 // user (UnprivilegedUser unless WithUserNames).

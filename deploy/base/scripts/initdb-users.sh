@@ -1,0 +1,96 @@
+# shellcheck shell=bash
+# initdb-users.sh: creates the agent's and the replication user, once, when
+# the server image initialises an empty data directory.
+#
+# Contract (the official mariadb and mysql images, and the repository's
+# local test image): on the first start of an empty data directory the
+# entrypoint runs a temporary server on its socket only, sets the root
+# password, then *sources* every non-executable /docker-entrypoint-initdb.d/
+# *.sh with the function docker_process_sql defined (a root client on that
+# socket, reading SQL from stdin). This file is mounted without exec bits so
+# that it is sourced: run as a program, it would not see docker_process_sql.
+# It is sourced by a shell running with set -e, so it defines a function,
+# calls it, and leaves no variables behind; it never calls exit.
+#
+# The users are created with sql_log_bin=0: every member runs this on its own
+# empty data directory, and logged, these statements would become a
+# transaction of each member's own, which every other member would lack
+# (errant GTIDs at the first failover). Re-running it is harmless (IF NOT
+# EXISTS, ALTER USER sets the password again), e.g. to repair a member; it
+# uses the passwords the container started with:
+#   kubectl exec mysqlha-N -c mariadb -- bash -c 'docker_process_sql() { MYSQL_PWD="$MARIADB_ROOT_PASSWORD" mariadb -uroot "$@"; }; . /docker-entrypoint-initdb.d/50-mysqlha-users.sh'
+#
+# Environment (from the Secret, see statefulset.yaml):
+#   MYSQLHA_AGENT_PASSWORD, MYSQLHA_REPL_PASSWORD   required
+#   MYSQLHA_AGENT_USER (mysqlha), MYSQLHA_REPL_USER (repl)   as the agent's --mysql-user, --replication-user
+#   MYSQLHA_FLAVOR   mariadb (default) or mysql: which privilege names to grant
+#   MYSQLHA_LOAD_TZINFO=1   (mysql) load the time zone tables here, unlogged;
+#       set together with MYSQL_INITDB_SKIP_TZINFO=1, because the mysql
+#       image's own load is binlogged, which would give every member a GTID
+#       history of its own (MariaDB's image loads them unlogged already)
+#
+# The agent's privileges are the README's ("Privileges of the agent's MySQL
+# user"); deploy/scripts_test.go checks the MariaDB ones against a live
+# server and the grants the integration tests run with.
+
+mysqlha_create_users() {
+	local flavor=${MYSQLHA_FLAVOR:-mariadb}
+	local agent_user=${MYSQLHA_AGENT_USER:-mysqlha} repl_user=${MYSQLHA_REPL_USER:-repl}
+	local agent_pw=${MYSQLHA_AGENT_PASSWORD:-} repl_pw=${MYSQLHA_REPL_PASSWORD:-}
+	local agent_grants u
+	case $flavor in
+	mariadb)
+		agent_grants="SELECT, RELOAD, PROCESS, REPLICATION SLAVE, BINLOG MONITOR, BINLOG ADMIN, REPLICATION MASTER ADMIN, REPLICATION SLAVE ADMIN, SLAVE MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN"
+		;;
+	mysql)
+		agent_grants="SYSTEM_VARIABLES_ADMIN, CONNECTION_ADMIN, REPLICATION_SLAVE_ADMIN, REPLICATION CLIENT, PROCESS, RELOAD"
+		;;
+	*)
+		echo "initdb-users: MYSQLHA_FLAVOR=\"$flavor\": want mariadb or mysql" >&2
+		return 1
+		;;
+	esac
+	if [[ -z $agent_pw || -z $repl_pw ]]; then
+		echo "initdb-users: MYSQLHA_AGENT_PASSWORD and MYSQLHA_REPL_PASSWORD must be set (from the Secret)" >&2
+		return 1
+	fi
+	for u in "$agent_user" "$repl_user"; do
+		if [[ ! $u =~ ^[A-Za-z0-9_]{1,32}$ ]]; then
+			echo "initdb-users: user name \"$u\": only letters, digits and _ (at most 32)" >&2
+			return 1
+		fi
+	done
+	# A string literal: backslashes and quotes escaped (the session clears
+	# NO_BACKSLASH_ESCAPES, so backslash escaping applies).
+	local q_agent q_repl
+	q_agent=${agent_pw//\\/\\\\}
+	q_agent=${q_agent//\'/\\\'}
+	q_repl=${repl_pw//\\/\\\\}
+	q_repl=${q_repl//\'/\\\'}
+	if ! declare -F docker_process_sql >/dev/null; then
+		echo "initdb-users: docker_process_sql is not defined: this file is to be sourced by the image's entrypoint" >&2
+		return 1
+	fi
+	if [[ $flavor == mysql && ${MYSQLHA_LOAD_TZINFO:-} == 1 ]]; then
+		# The sed is the mysql image's own (MySQL bug 20545).
+		{
+			echo "SET SESSION sql_log_bin = 0;"
+			mysql_tzinfo_to_sql /usr/share/zoneinfo | sed 's/Local time zone must be set--see zic manual page/FCTY/'
+		} | docker_process_sql --database=mysql || return 1
+	fi
+	# The SQL goes through stdin: passwords never appear in a command line.
+	docker_process_sql <<-EOSQL || return 1
+		SET SESSION sql_log_bin = 0;
+		SET SESSION sql_mode = REPLACE(@@SESSION.sql_mode, 'NO_BACKSLASH_ESCAPES', '');
+		CREATE USER IF NOT EXISTS '$agent_user'@'%' IDENTIFIED BY '$q_agent';
+		ALTER USER '$agent_user'@'%' IDENTIFIED BY '$q_agent';
+		GRANT $agent_grants ON *.* TO '$agent_user'@'%';
+		CREATE USER IF NOT EXISTS '$repl_user'@'%' IDENTIFIED BY '$q_repl';
+		ALTER USER '$repl_user'@'%' IDENTIFIED BY '$q_repl';
+		GRANT REPLICATION SLAVE ON *.* TO '$repl_user'@'%';
+	EOSQL
+	echo "initdb-users: users $agent_user and $repl_user ready ($flavor, not binlogged)"
+}
+
+mysqlha_create_users
+unset -f mysqlha_create_users

@@ -1,0 +1,68 @@
+#!/bin/bash
+# prestop-wait.sh [SECONDS]: the database container's preStop hook. Returns
+# once the agent beside it no longer holds the leader lock, or has exited,
+# or after SECONDS (default $MYSQLHA_HANDOVER_WAIT_SECONDS, else 45).
+#
+# Why: on pod deletion the kubelet runs every container's preStop hook in
+# parallel and sends each container SIGTERM when its own hook has returned.
+# The agent has no hook, so it gets SIGTERM at once and, if it leads, hands
+# the lock over to the best replica: that needs this mysqld running (the
+# replica catches up from it). Without this hook mysqld would get SIGTERM at
+# the same moment and shut down under the hand-over.
+#
+# It polls GET /status on the agent's API (127.0.0.1, same pod) for
+# "holds_lock". Not /primary: the agent fences itself (read-only, 503 there)
+# at the start of a hand-over, long before the lock has moved. Only bash
+# built-ins (its /dev/tcp) and sleep: the server images have no curl.
+#
+# Exit status: 0 when the lock is not held (or the agent is gone), 1 when it
+# gave up; the kubelet then records a FailedPreStopHook Event and stops
+# mysqld anyway, and the agent, seeing its mysqld gone, releases the lock.
+# Tested by deploy/scripts_test.go against an HTTP server that plays the agent.
+
+limit=${1:-${MYSQLHA_HANDOVER_WAIT_SECONDS:-45}}
+port=${MYSQLHA_API_PORT:-8008}
+if [[ ! $limit =~ ^[0-9]+$ || ! $port =~ ^[0-9]+$ ]]; then
+	echo "prestop-wait: bad limit \"$limit\" or port \"$port\"" >&2
+	exit 1
+fi
+
+# lock_state prints held, free, gone (nothing listens: the agent has exited)
+# or unknown (no complete answer: a stalled agent, which may be in the middle
+# of a hand-over, so it is waited for like a holder).
+lock_state() {
+	local resp="" line=""
+	# Connecting to a port nobody listens on fails at once: the agent has exited.
+	if ! exec 3<>"/dev/tcp/127.0.0.1/$port"; then
+		echo gone
+		return
+	fi 2>/dev/null
+	printf 'GET /status HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+	# read -t bounds a stalled (say, frozen) agent to 2 s per line.
+	while IFS= read -r -t 2 line <&3 || [[ -n $line ]]; do
+		resp+=$line$'\n'
+		line=""
+	done
+	exec 3<&-
+	if [[ $resp =~ \"holds_lock\":[[:space:]]*true ]]; then
+		echo held
+	elif [[ $resp =~ ^HTTP/1\.[01]\ 200 && $resp =~ \"holds_lock\":[[:space:]]*false ]]; then
+		echo free
+	else
+		echo unknown
+	fi
+}
+
+start=$SECONDS
+while :; do
+	state=$(lock_state)
+	if [[ $state == free || $state == gone ]]; then
+		echo "prestop-wait: leader lock $state after $((SECONDS - start))s"
+		exit 0
+	fi
+	if ((SECONDS - start >= limit)); then
+		echo "prestop-wait: leader lock still $state after ${limit}s; stopping mysqld anyway" >&2
+		exit 1
+	fi
+	sleep 1
+done
