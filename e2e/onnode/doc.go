@@ -1,0 +1,10 @@
+// Package onnode runs the product as users run it: deploy/ built with
+// kustomize, applied through client-go to a real single-node Kubernetes
+// (e2e/realnode: kubelet, containerd, kube-proxy), with the MariaDB and agent
+// images built from Debian packages and the source tree (e2e/images). Its
+// tests write through the primary Service's ClusterIP, as an application
+// would, and delete, restart and evict pods.
+//
+// The tests need root, the node's packages and binaries (make deps installs
+// and builds them); they are skipped with -short only.
+package onnode

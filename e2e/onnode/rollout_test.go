@@ -1,0 +1,133 @@
+package onnode
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// A rolling update of the StatefulSet (an agent argument changes) restarts
+// every pod, the primary's included: its agent hands over when it gets
+// SIGTERM, so the update ends with a switchover, not a failover, and a
+// client writing through the primary Service all along loses nothing.
+func TestRollingUpdateLosesNothing(t *testing.T) {
+	c := deployed(t)
+	ctx := context.Background()
+	old := c.waitHealthy(3 * time.Minute)
+	before := len(c.history(ctx))
+
+	sts, err := c.client.AppsV1().StatefulSets(namespace).Get(ctx, clusterName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := -1
+	for i, ctr := range sts.Spec.Template.Spec.Containers {
+		if ctr.Name == "agent" {
+			agent = i
+		}
+	}
+	if agent < 0 {
+		t.Fatal("no agent container in the StatefulSet")
+	}
+	w := c.startWriter(time.Now().UnixNano() / 1000)
+	time.Sleep(time.Second)
+	began := time.Now()
+	patch := fmt.Sprintf(`[{"op":"add","path":"/spec/template/spec/containers/%d/args/-","value":"--log-level=debug"}]`, agent)
+	if _, err := c.client.AppsV1().StatefulSets(namespace).Patch(ctx, clusterName, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, c, 10*time.Minute)
+	c.waitHealthy(3 * time.Minute)
+	took := time.Since(began)
+	time.Sleep(time.Second)
+	acked := w.Stop()
+	c.waitAllHave(acked, 2*time.Minute)
+
+	var switchovers, failovers int
+	for _, e := range c.history(ctx)[before:] {
+		switch e.Kind {
+		case "switchover":
+			switchovers++
+		case "failover":
+			failovers++
+		}
+	}
+	t.Logf("rolling update of 3 pods took %s; old primary %s; %d acknowledged writes, none lost; longest write gap %s; %d switchover(s), %d failover(s)",
+		ms(took), old.Name, len(acked), ms(w.longestGap()), switchovers, failovers)
+	fmt.Printf("onnode: rolling update: %d acknowledged writes through the primary Service, 0 lost, longest write gap %s\n", len(acked), ms(w.longestGap()))
+	if failovers > 0 || switchovers == 0 {
+		t.Errorf("the update made %d failover(s) and %d switchover(s): the primary must hand over before its pod restarts", failovers, switchovers)
+	}
+}
+
+func waitRolledOut(t *testing.T, c *cluster, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	for {
+		s, err := c.client.AppsV1().StatefulSets(namespace).Get(ctx, clusterName, metav1.GetOptions{})
+		if err == nil && rolledOut(s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.dump(ctx)
+			t.Fatalf("StatefulSet not rolled out within %s: %+v", timeout, s.Status)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func rolledOut(s *appsv1.StatefulSet) bool {
+	return s.Status.ObservedGeneration >= s.Generation && s.Status.UpdateRevision == s.Status.CurrentRevision &&
+		s.Status.UpdatedReplicas == *s.Spec.Replicas && s.Status.ReadyReplicas == *s.Spec.Replicas
+}
+
+// The PodDisruptionBudget allows one member down at a time: with a replica
+// already gone, the eviction of another is refused.
+func TestEvictionBlockedByPDB(t *testing.T) {
+	c := deployed(t)
+	ctx := context.Background()
+	primary := c.waitHealthy(3 * time.Minute)
+	var replicas []string
+	for _, p := range c.pods(ctx) {
+		if p.Name != primary.Name {
+			replicas = append(replicas, p.Name)
+		}
+	}
+	// The disruption controller must have counted 3 healthy pods first.
+	waitFor(t, 30*time.Second, "the PDB to allow one disruption", func() bool {
+		l, err := c.client.PolicyV1().PodDisruptionBudgets(namespace).List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 1 && l.Items[0].Status.DisruptionsAllowed == 1
+	})
+	evict := func(name string) error {
+		return c.client.PolicyV1().Evictions(namespace).Evict(ctx, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}})
+	}
+	if err := evict(replicas[0]); err != nil {
+		t.Fatalf("evicting %s with all members healthy: %v", replicas[0], err)
+	}
+	err := evict(replicas[1])
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("evicting %s while %s is gone: %v, want 429 Too Many Requests from the PDB", replicas[1], replicas[0], err)
+	}
+	t.Logf("eviction of %s refused while %s is down: %v", replicas[1], replicas[0], err)
+	c.waitHealthy(3 * time.Minute)
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
