@@ -1,8 +1,9 @@
 # mysqlha: Patroni-style HA agent for MySQL and MariaDB.
 #
-# make test   installs what the tests need (mariadb-server via apt-get, the
-#             Kubernetes control plane built from Go modules into bin/), then
-#             runs lint and every test against real servers.
+# make test   installs what the tests need (mariadb-server and the real
+#             node's packages via apt-get, the Kubernetes binaries built from
+#             Go modules into bin/), then runs lint and every test against
+#             real servers, a real node included.
 # make bench  prints the benchmarks' figures.
 
 GO           ?= go
@@ -14,7 +15,7 @@ FUZZTIME     ?= 15s
 
 export KUBE_BIN_DIR := $(CURDIR)/$(KUBE_BIN)
 
-.PHONY: all build test unit lint staticcheck bench fuzz deps mariadb node-packages kube-bin clean
+.PHONY: all build test unit lint staticcheck bench bench-node fuzz deps mariadb node-packages kube-bin clean
 
 all: build
 
@@ -43,6 +44,11 @@ staticcheck:
 
 bench: deps
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 2s -timeout $(TEST_TIMEOUT) ./...
+
+## bench-node: 10 deletions of the primary pod on the real node, with the
+## detect/promote/route percentiles (make test runs 3).
+bench-node: deps
+	$(GO) test -count=1 -v -run 'TestPrimaryPodDeletion' -timeout $(TEST_TIMEOUT) ./e2e/onnode/ -args -onnode.trials=10
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseSet -fuzztime $(FUZZTIME) ./mysqlctl/gtid/
