@@ -16,7 +16,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -374,5 +373,3 @@ func (c *cluster) dump(ctx context.Context) {
 		}
 	}
 }
-
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
