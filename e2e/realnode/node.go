@@ -657,7 +657,7 @@ func (n *Node) DumpLogs(w io.Writer, lines int) {
 		if _, err := os.Stat(f); err != nil {
 			continue
 		}
-		fmt.Fprintf(w, "--- last %d lines of %s:\n%s\n", lines, f, tail(f, lines))
+		fmt.Fprintf(w, "--- last %d lines of %s:\n%s\n", lines, f, kubetest.Tail(f, lines))
 	}
 }
 

@@ -1,7 +1,6 @@
 package realnode
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
 )
 
 // process is a node component running as a child process, its stdout and
@@ -107,7 +108,7 @@ func waitUntil(ctx context.Context, what string, interval time.Duration, check f
 		for _, p := range procs {
 			if p != nil && !p.alive() {
 				return fmt.Errorf("waiting for %s: %s exited (%v)\n--- last lines of %s:\n%s",
-					what, p.name, p.cmd.ProcessState, p.logFile, tail(p.logFile, 30))
+					what, p.name, p.cmd.ProcessState, p.logFile, kubetest.Tail(p.logFile, 30))
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -122,25 +123,6 @@ func waitUntil(ctx context.Context, what string, interval time.Duration, check f
 		case <-time.After(interval):
 		}
 	}
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 // run runs a short host command (ip, iptables, ctr) and returns its output,

@@ -644,8 +644,9 @@ func freePort(host string) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
+// Tail returns the last n lines of a file, for error messages about a
+// child process; the file's own error in parentheses when it cannot be read.
+func Tail(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return "(" + err.Error() + ")"
