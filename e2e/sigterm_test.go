@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -32,6 +33,14 @@ func TestPrimaryAgentSIGTERMHandsOver(t *testing.T) {
 	if ro, err := old.ReadOnly(); err != nil || !ro {
 		t.Errorf("%s's mysqld after its agent stopped: read_only=%v err=%v, want read-only", old.Name, ro, err)
 	}
+	// The hand-over can take less time than a few checker samples: keep
+	// sampling for half a second after it, so the verdict also covers the
+	// moments right after the new primary's first write.
+	at := sb.Samples()
+	waitFor(t, 5*time.Second, "the split-brain checker to sample the aftermath", func() (bool, string) {
+		n := sb.Samples()
+		return n >= at+25, fmt.Sprintf("%d samples since the first write", n-at)
+	})
 	sb.Stop()
 	sb.ExpectAlive()
 }
