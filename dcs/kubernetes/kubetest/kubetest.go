@@ -233,6 +233,8 @@ type APIServer struct {
 	saKeyFile   string
 	logFile     string
 	proc        *process
+	bin         string
+	port        int
 	bindAddress string
 	advertise   string
 	opts        options
@@ -554,7 +556,30 @@ func (s *APIServer) start(bin string) error {
 	if err != nil {
 		return err
 	}
+	s.bin, s.port = bin, port
 	s.url = "https://" + net.JoinHostPort(s.advertise, strconv.Itoa(port))
+	return s.launch()
+}
+
+// Restart starts the apiserver again after Stop or Kill, on the same URL,
+// certificates and etcd: its clients (a kubelet, agents) keep their
+// configuration, as after a real restart. Tests take the API server down and
+// bring it back with Stop (or Kill) and Restart.
+func (s *APIServer) Restart() error {
+	select {
+	case <-s.proc.exited:
+	default:
+		return fmt.Errorf("kubetest: restarting kube-apiserver %s: it is still running; Stop or Kill it first", s.url)
+	}
+	if err := s.launch(); err != nil {
+		return fmt.Errorf("kubetest: restarting kube-apiserver: %w", err)
+	}
+	return nil
+}
+
+// launch runs kube-apiserver on s.port and waits until it is ready.
+func (s *APIServer) launch() error {
+	bin, port := s.bin, s.port
 	hc, err := s.httpClient(s.adminToken)
 	if err != nil {
 		return err

@@ -117,3 +117,31 @@ func TestBinDirDefault(t *testing.T) {
 		t.Fatalf("BinDir() = %q, want %q", dir, want)
 	}
 }
+
+// Restart brings a stopped apiserver back on the same URL and storage: a
+// client made before the outage works again, and sees what was written
+// before it. Restarting a running server is refused.
+func TestRestartKeepsURLAndState(t *testing.T) {
+	srv := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv.CreateNamespace(t, "restart")
+	c := srv.Client(t)
+	if err := srv.Restart(); err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("Restart of a running apiserver: %v, want a refusal", err)
+	}
+	url := srv.URL()
+	srv.Stop()
+	if _, err := c.CoreV1().Namespaces().Get(ctx, "restart", metav1.GetOptions{}); err == nil {
+		t.Fatal("the stopped apiserver still answers")
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if srv.URL() != url {
+		t.Fatalf("URL after Restart %s, want %s", srv.URL(), url)
+	}
+	if _, err := c.CoreV1().Namespaces().Get(ctx, "restart", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the namespace made before the restart: %v", err)
+	}
+}
