@@ -1,0 +1,226 @@
+// Package checker judges one fault scenario from what was recorded while it
+// ran: the client's acknowledged writes, the monitor's samples of every
+// member, and each member's rows and GTID position at the end. It is pure:
+// the recording is the caller's (e2e/onnode), so the rules can be tested
+// on made-up histories.
+package checker
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Sample is one look at one member.
+type Sample struct {
+	At     time.Time
+	Member string
+	// Known: the member's mysqld answered on its socket; Writable is
+	// meaningful only then (read_only = 0).
+	Known, Writable bool
+	// Reachable: a TCP connection to the member's pod IP and port 3306
+	// succeeded from outside the pod.
+	Reachable bool
+	// Labelled: the pod carries the primary role label. Routed: its address
+	// is a ready endpoint of the primary Service.
+	Labelled, Routed bool
+}
+
+// Write is one acknowledged write.
+type Write struct {
+	ID int64
+	At time.Time
+}
+
+// Final is one member at the end of the scenario, after healing.
+type Final struct {
+	Member  string
+	Primary bool
+	IDs     map[int64]bool
+	GTID    string
+}
+
+// Report is the verdict material of one trial.
+type Report struct {
+	Acked int
+	// Lost: acknowledged writes missing from the final primary. Missing:
+	// per other member, acknowledged writes it lacks.
+	Lost    []int64
+	Missing map[string]int
+	// Ticks: how many 50 ms instants were judged; DualWritable,
+	// DualRoutable, DualLabelled: at how many of them more than one member
+	// was writable, routed, labelled primary. Max*: the most at once.
+	Ticks                                    int
+	DualWritable, DualRoutable, DualLabelled int
+	MaxWritable, MaxRoutable, MaxLabelled    int
+	// FirstDual describes the first instant with two writable or routed
+	// members, for the failure message.
+	FirstDual string
+	// LongestOutage: the longest time within the window without an
+	// acknowledged write, the window's ends included.
+	LongestOutage time.Duration
+	// GTIDConverged: every final member reports the same GTID position.
+	GTIDConverged bool
+	GTIDs         map[string]string
+}
+
+// Tick is the spacing of the instants at which members are compared.
+const Tick = 50 * time.Millisecond
+
+// stale: a sample older than this says nothing about the instant judged.
+const stale = 500 * time.Millisecond
+
+// Analyze judges the window [from, to].
+func Analyze(from, to time.Time, samples []Sample, writes []Write, finals []Final) Report {
+	r := Report{Acked: len(writes), Missing: map[string]int{}, GTIDs: map[string]string{}}
+	r.countDuals(from, to, samples)
+	r.LongestOutage = longestOutage(from, to, writes)
+	r.compareFinals(writes, finals)
+	return r
+}
+
+// countDuals walks the window in Tick steps; at each instant a member's
+// state is its latest sample at or before it, unless stale.
+func (r *Report) countDuals(from, to time.Time, samples []Sample) {
+	byMember := map[string][]Sample{}
+	for _, s := range samples {
+		byMember[s.Member] = append(byMember[s.Member], s)
+	}
+	for _, ss := range byMember {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].At.Before(ss[j].At) })
+	}
+	next := map[string]int{}
+	for at := from; !at.After(to); at = at.Add(Tick) {
+		var writable, routed, labelled []string
+		for m, ss := range byMember {
+			i := next[m]
+			for i < len(ss) && !ss[i].At.After(at) {
+				i++
+			}
+			next[m] = i
+			if i == 0 || at.Sub(ss[i-1].At) > stale {
+				continue
+			}
+			s := ss[i-1]
+			if s.Known && s.Writable {
+				writable = append(writable, m)
+			}
+			if s.Routed {
+				routed = append(routed, m)
+			}
+			if s.Labelled {
+				labelled = append(labelled, m)
+			}
+		}
+		r.Ticks++
+		r.MaxWritable, r.MaxRoutable, r.MaxLabelled = max(r.MaxWritable, len(writable)),
+			max(r.MaxRoutable, len(routed)), max(r.MaxLabelled, len(labelled))
+		if len(writable) > 1 {
+			r.DualWritable++
+		}
+		if len(routed) > 1 {
+			r.DualRoutable++
+		}
+		if len(labelled) > 1 {
+			r.DualLabelled++
+		}
+		if r.FirstDual == "" && (len(writable) > 1 || len(routed) > 1) {
+			slices.Sort(writable)
+			slices.Sort(routed)
+			r.FirstDual = fmt.Sprintf("at +%s writable %v routed %v", at.Sub(from).Round(time.Millisecond), writable, routed)
+		}
+	}
+}
+
+func longestOutage(from, to time.Time, writes []Write) time.Duration {
+	at := make([]time.Time, 0, len(writes)+2)
+	at = append(at, from)
+	for _, w := range writes {
+		if !w.At.Before(from) && !w.At.After(to) {
+			at = append(at, w.At)
+		}
+	}
+	at = append(at, to)
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	var longest time.Duration
+	for i := 1; i < len(at); i++ {
+		longest = max(longest, at[i].Sub(at[i-1]))
+	}
+	return longest
+}
+
+func (r *Report) compareFinals(writes []Write, finals []Final) {
+	gtids := map[string]bool{}
+	for _, f := range finals {
+		var missing []int64
+		for _, w := range writes {
+			if !f.IDs[w.ID] {
+				missing = append(missing, w.ID)
+			}
+		}
+		if f.Primary {
+			r.Lost = missing
+		} else {
+			r.Missing[f.Member] = len(missing)
+		}
+		r.GTIDs[f.Member] = f.GTID
+		gtids[f.GTID] = true
+	}
+	r.GTIDConverged = len(finals) > 0 && len(gtids) == 1
+}
+
+// Expect is what a scenario promises.
+type Expect struct {
+	// MayLose: how many acknowledged writes the documentation allows this
+	// scenario to lose (async replication only); 0 in lossless mode.
+	MayLose int
+	// MaxOutage bounds the client's longest outage.
+	MaxOutage time.Duration
+}
+
+// Violations lists every broken promise: two writable or routable members
+// at any instant (never allowed), lost writes beyond MayLose, a replica
+// missing writes the primary has, unconverged GTIDs, a longer outage.
+func (r Report) Violations(e Expect) []string {
+	var v []string
+	if r.DualWritable > 0 {
+		v = append(v, fmt.Sprintf("%d instants with two writable members (first %s)", r.DualWritable, r.FirstDual))
+	}
+	if r.DualRoutable > 0 {
+		v = append(v, fmt.Sprintf("%d instants with two routable members (first %s)", r.DualRoutable, r.FirstDual))
+	}
+	if len(r.Lost) > e.MayLose {
+		v = append(v, fmt.Sprintf("%d acknowledged writes lost (allowed %d), first ids %v", len(r.Lost), e.MayLose, r.Lost[:min(5, len(r.Lost))]))
+	}
+	for _, m := range sortedKeys(r.Missing) {
+		if n := r.Missing[m]; n > len(r.Lost) {
+			v = append(v, fmt.Sprintf("replica %s lacks %d acknowledged writes that the primary has", m, n-len(r.Lost)))
+		}
+	}
+	if !r.GTIDConverged {
+		v = append(v, "GTID positions did not converge: "+r.gtidList())
+	}
+	if e.MaxOutage > 0 && r.LongestOutage > e.MaxOutage {
+		v = append(v, fmt.Sprintf("longest write outage %s, bound %s", r.LongestOutage.Round(time.Millisecond), e.MaxOutage))
+	}
+	return v
+}
+
+func (r Report) gtidList() string {
+	var b strings.Builder
+	for _, m := range sortedKeys(r.GTIDs) {
+		fmt.Fprintf(&b, "%s=%q ", m, r.GTIDs[m])
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,91 @@
+package checker
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// every returns samples of member every 50 ms over [fromMs, toMs).
+func every(member string, fromMs, toMs int, s Sample) []Sample {
+	var out []Sample
+	for ms := fromMs; ms < toMs; ms += 50 {
+		x := s
+		x.At, x.Member = at(ms), member
+		out = append(out, x)
+	}
+	return out
+}
+
+func ids(n ...int64) map[int64]bool {
+	m := map[int64]bool{}
+	for _, id := range n {
+		m[id] = true
+	}
+	return m
+}
+
+func TestCleanFailoverHasNoViolation(t *testing.T) {
+	var s []Sample
+	s = append(s, every("a", 0, 1000, Sample{Known: true, Writable: true, Reachable: true, Labelled: true, Routed: true})...)
+	s = append(s, every("a", 1000, 3000, Sample{Known: true, Reachable: true})...)
+	s = append(s, every("b", 0, 1200, Sample{Known: true, Reachable: true})...)
+	s = append(s, every("b", 1200, 3000, Sample{Known: true, Writable: true, Reachable: true, Labelled: true, Routed: true})...)
+	writes := []Write{{1, at(100)}, {2, at(900)}, {3, at(1500)}, {4, at(2900)}}
+	finals := []Final{{"a", false, ids(1, 2, 3, 4), "0-1-4"}, {"b", true, ids(1, 2, 3, 4), "0-1-4"}}
+	r := Analyze(at(0), at(3000), s, writes, finals)
+	if v := r.Violations(Expect{MaxOutage: 2 * time.Second}); len(v) > 0 {
+		t.Fatalf("violations %v in %+v", v, r)
+	}
+	if r.MaxWritable != 1 || r.MaxRoutable != 1 || r.LongestOutage != 1400*time.Millisecond {
+		t.Fatalf("report %+v", r)
+	}
+}
+
+// The checker must see what it is for: an overlap of two writable members,
+// two routed ones, a lost write, a lagging replica, diverged GTIDs and a
+// long outage each make a violation.
+func TestEveryViolationIsReported(t *testing.T) {
+	var s []Sample
+	s = append(s, every("a", 0, 2000, Sample{Known: true, Writable: true, Routed: true})...)
+	s = append(s, every("b", 1000, 2000, Sample{Known: true, Writable: true, Routed: true})...)
+	writes := []Write{{1, at(100)}, {2, at(200)}}
+	finals := []Final{{"a", false, ids(), "0-1-1"}, {"b", true, ids(1), "0-2-5"}}
+	r := Analyze(at(0), at(2000), s, writes, finals)
+	v := strings.Join(r.Violations(Expect{MaxOutage: time.Second}), "\n")
+	for _, want := range []string{"two writable", "two routable", "1 acknowledged writes lost", "replica a lacks 1",
+		"did not converge", "longest write outage 1.8s"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("violations lack %q:\n%s", want, v)
+		}
+	}
+	if r.DualWritable != 21 || !strings.Contains(r.FirstDual, "+1s") {
+		t.Errorf("dual writable %d first %q, want 21 (1000..2000 ms) from +1s", r.DualWritable, r.FirstDual)
+	}
+}
+
+// A member whose last sample is old (its monitor probe hangs) is not
+// counted at all: neither as writable nor as not.
+func TestStaleSamplesSayNothing(t *testing.T) {
+	s := every("a", 0, 100, Sample{Known: true, Writable: true})
+	s = append(s, every("b", 0, 3000, Sample{Known: true, Writable: true})...)
+	r := Analyze(at(0), at(3000), s, nil, nil)
+	if r.DualWritable > 12 {
+		t.Fatalf("a stale sample counted for %d instants", r.DualWritable)
+	}
+}
+
+func TestMayLoseAllowsAsyncLoss(t *testing.T) {
+	writes := []Write{{1, at(0)}, {2, at(10)}}
+	r := Analyze(at(0), at(20), nil, writes, []Final{{"b", true, ids(1), "x"}})
+	if v := r.Violations(Expect{MayLose: 1}); len(v) > 0 {
+		t.Fatalf("one loss allowed, got %v", v)
+	}
+	if v := r.Violations(Expect{}); len(v) != 1 {
+		t.Fatalf("no loss allowed, got %v", v)
+	}
+}
