@@ -90,7 +90,7 @@ func openQueue(netns string, queue uint16) (*nfqueue, error) {
 		return nil, err
 	}
 	cmd := []byte{nfqnlCfgCmdBind, 0, 0, 0} // command, pad, pf (unused)
-	params := make([]byte, 5)                // copy range (0), copy mode
+	params := make([]byte, 5)               // copy range (0), copy mode
 	params[4] = nfqnlCopyMeta
 	maxLen := binary.BigEndian.AppendUint32(nil, queueMaxLen)
 	msg := q.message(nfqnlMsgConfig, unix.NLM_F_REQUEST|unix.NLM_F_ACK,
