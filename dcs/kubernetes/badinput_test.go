@@ -3,6 +3,7 @@ package kubernetes_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -446,6 +447,73 @@ func badInput(t *testing.T, api *kubetest.APIServer) {
 	t.Run("Forbidden", func(t *testing.T) { testForbidden(t, api) })
 	t.Run("MinimalRoleSuffices", func(t *testing.T) { testMinimalRole(t, api) })
 	t.Run("SlowAPIServer", func(t *testing.T) { testSlowAPIServer(t, api, ns) })
+	t.Run("StalledWatch", func(t *testing.T) { testStalledWatch(t, api, ns) })
+}
+
+// stallingTransport holds back what the API server streams on watches
+// while stalled: the store's cache stops following the server, as it did
+// on the test node under 500 ms of packet delay, while its reads and
+// writes still get through.
+type stallingTransport struct {
+	next    http.RoundTripper
+	stalled *atomic.Bool
+}
+
+func (s stallingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.next.RoundTrip(r)
+	if err == nil && r.URL.Query().Get("watch") == "true" {
+		resp.Body = stallingBody{resp.Body, s.stalled}
+	}
+	return resp, err
+}
+
+type stallingBody struct {
+	io.ReadCloser
+	stalled *atomic.Bool
+}
+
+func (b stallingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for b.stalled.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return n, err
+}
+
+// testStalledWatch: a store whose watch lags tries to take a lock that
+// another member took meanwhile. The write conflicts, and that conflict
+// must refresh its view: found on the test node, where the old primary
+// otherwise retried the takeover with the same stale view for 30 s.
+func testStalledWatch(t *testing.T, api *kubetest.APIServer, ns string) {
+	var stalled atomic.Bool
+	cfg := api.Config()
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return stallingTransport{rt, &stalled} }
+	cluster := newCluster()
+	a := newStore(t, cfg, ns, cluster, "m0", fakeClock())
+	b := newStore(t, api.Config(), ns, cluster, "m1", fakeClock())
+	t.Cleanup(func() { stalled.Store(false) }) // before the stores close
+	if err := a.AcquireLeader(ctx5(t), ttl); err != nil {
+		t.Fatal(err)
+	}
+	waitCluster(t, b, "b sees m0", func(c *dcs.Cluster) bool { return c.Leader != nil && c.Leader.Holder == "m0" })
+	stalled.Store(true)
+	if err := a.ReleaseLeader(ctx5(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitCluster(t, b, "b sees the lock free", func(c *dcs.Cluster) bool { return c.Leader == nil || c.Leader.Holder == "" })
+	if err := b.AcquireLeader(ctx5(t), ttl); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AcquireLeader(ctx5(t), ttl); !errors.Is(err, dcs.ErrConflict) {
+		t.Fatalf("a takes the lock b holds, on a stale view: %v, want ErrConflict", err)
+	}
+	c, err := a.Cluster(ctx5(t))
+	if err != nil || c.Leader == nil || c.Leader.Holder != "m1" {
+		t.Fatalf("a's view after the conflict: %+v, %v; want m1 as leader (its watch is still stalled)", c.Leader, err)
+	}
+	if err := a.AcquireLeader(ctx5(t), ttl); !errors.Is(err, dcs.ErrHeld) {
+		t.Fatalf("a's second attempt: %v, want ErrHeld", err)
+	}
 }
 
 func TestAPIServerDies(t *testing.T) { testAPIServerDies(t) }

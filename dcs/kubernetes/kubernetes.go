@@ -748,6 +748,16 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 		l.Spec.LeaseTransitions = ptr.To(int32(r.transitions + 1))
 	}
 	res, err := s.write(ctx, l, false)
+	if apierrors.IsConflict(err) {
+		// The Lease changed since the cache last saw it: the watch lags
+		// (seen under packet delay, for tens of seconds). Read it, so that
+		// the next decision sees the real holder instead of retrying the
+		// same stale takeover.
+		if _, ferr := s.fetch(ctx, op, s.leaderName); ferr != nil {
+			return ferr
+		}
+		return fmt.Errorf("%s: %w: the leader Lease changed since this member last saw it", op, dcs.ErrConflict)
+	}
 	if err != nil {
 		return mapErr(op, err)
 	}
