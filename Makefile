@@ -5,17 +5,20 @@
 #             Go modules into bin/), then runs lint and every test against
 #             real servers, a real node included.
 # make bench  prints the benchmarks' figures.
+# make e2e    the end-to-end tests alone, the fault scenarios on the real
+#             node included.
+# make bench-failover  the fault scenarios, 4 trials each, and their report.
 
 GO           ?= go
 KUBE_VERSION := v1.37.2
 KUBE_BIN     := bin/k8s-$(KUBE_VERSION)
 STATICCHECK  := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-TEST_TIMEOUT ?= 30m
+TEST_TIMEOUT ?= 80m
 FUZZTIME     ?= 15s
 
 export KUBE_BIN_DIR := $(CURDIR)/$(KUBE_BIN)
 
-.PHONY: all build test unit lint staticcheck bench bench-node fuzz deps mariadb node-packages kube-bin clean
+.PHONY: all build test unit lint staticcheck bench e2e bench-failover fuzz deps mariadb node-packages kube-bin clean
 
 all: build
 
@@ -45,10 +48,23 @@ staticcheck:
 bench: deps
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 2s -timeout $(TEST_TIMEOUT) ./...
 
-## bench-node: 10 deletions of the primary pod on the real node, with the
-## detect/promote/route percentiles (make test runs 3).
-bench-node: deps
-	$(GO) test -count=1 -v -run 'TestPrimaryPodDeletion' -timeout $(TEST_TIMEOUT) ./e2e/onnode/ -args -onnode.trials=10
+## e2e: the end-to-end tests alone: local clusters (e2e/) and the fault
+## scenarios on the real node (e2e/onnode), 3 trials each.
+e2e: deps
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./e2e/...
+
+## bench-failover: every fault scenario on the real node, FAILOVER_TRIALS
+## trials each (14 x 4 = 56 injections), then a report per scenario: detect,
+## promote and route percentiles, the client's longest outage, writes lost,
+## the most members writable and routable at once.
+FAILOVER_TRIALS ?= 4
+FAILOVER_REPORT := $(CURDIR)/bin/failover-report.txt
+bench-failover: deps
+	@mkdir -p bin && rm -f $(FAILOVER_REPORT)
+	$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) ./e2e/onnode/ \
+		-args -onnode.trials=$(FAILOVER_TRIALS) -onnode.report=$(FAILOVER_REPORT) > bin/failover-bench.log 2>&1; \
+		status=$$?; cat $(FAILOVER_REPORT); grep -E -- '^(--- FAIL|FAIL|ok)' bin/failover-bench.log; \
+		echo "full log: bin/failover-bench.log"; exit $$status
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseSet -fuzztime $(FUZZTIME) ./mysqlctl/gtid/

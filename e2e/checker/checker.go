@@ -20,8 +20,8 @@ type Sample struct {
 	// Known: the member's mysqld answered on its socket; Writable is
 	// meaningful only then (read_only = 0).
 	Known, Writable bool
-	// Reachable: a TCP connection to the member's pod IP and port 3306
-	// succeeded from outside the pod.
+	// Reachable: the member's pod network answered a TCP connection from
+	// outside the pod.
 	Reachable bool
 	// Labelled: the pod carries the primary role label. Routed: its address
 	// is a ready endpoint of the primary Service.
@@ -55,6 +55,10 @@ type Report struct {
 	Ticks                                    int
 	DualWritable, DualRoutable, DualLabelled int
 	MaxWritable, MaxRoutable, MaxLabelled    int
+	// IsolatedWritable: instants at which a member that could not be
+	// reached was writable (an isolated primary that has not yet demoted
+	// itself: CloudNativePG's kept committing for 185 s, CNPG #11280).
+	IsolatedWritable int
 	// FirstDual describes the first instant with two writable or routed
 	// members, for the failure message.
 	FirstDual string
@@ -106,6 +110,9 @@ func (r *Report) countDuals(from, to time.Time, samples []Sample) {
 			s := ss[i-1]
 			if s.Known && s.Writable {
 				writable = append(writable, m)
+				if !s.Reachable {
+					r.IsolatedWritable++
+				}
 			}
 			if s.Routed {
 				routed = append(routed, m)

@@ -41,7 +41,7 @@ func TestCleanFailoverHasNoViolation(t *testing.T) {
 	if v := r.Violations(Expect{MaxOutage: 2 * time.Second}); len(v) > 0 {
 		t.Fatalf("violations %v in %+v", v, r)
 	}
-	if r.MaxWritable != 1 || r.MaxRoutable != 1 || r.LongestOutage != 1400*time.Millisecond {
+	if r.MaxWritable != 1 || r.MaxRoutable != 1 || r.LongestOutage != 1400*time.Millisecond || r.IsolatedWritable != 0 {
 		t.Fatalf("report %+v", r)
 	}
 }
@@ -62,6 +62,9 @@ func TestEveryViolationIsReported(t *testing.T) {
 		if !strings.Contains(v, want) {
 			t.Errorf("violations lack %q:\n%s", want, v)
 		}
+	}
+	if r.IsolatedWritable != 62 { // 41 instants of a (0 to 2000 ms), 21 of b (1000 to 2000), all unreachable
+		t.Errorf("isolated writable %d, want 62", r.IsolatedWritable)
 	}
 	if r.DualWritable != 21 || !strings.Contains(r.FirstDual, "+1s") {
 		t.Errorf("dual writable %d first %q, want 21 (1000..2000 ms) from +1s", r.DualWritable, r.FirstDual)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,9 @@ type cluster struct {
 	objects []*unstructured.Unstructured
 	// primaryIP is the ClusterIP of the primary Service.
 	primaryIP string
+
+	viewsOnce sync.Once
+	v         *views
 }
 
 // deploy builds deploy/overlays/local-node with the images set, as
@@ -301,10 +305,14 @@ func (c *cluster) execSQL(ctx context.Context, pod, statements string) (string, 
 // open is a pool for the application user at addr (a pod IP or the
 // Service's ClusterIP), with short timeouts and no idle connections, so
 // that every statement opens a connection that kube-proxy routes afresh.
-func (c *cluster) open(host string) *sql.DB {
+func (c *cluster) open(host string) *sql.DB { return c.openTimeout(host, 2*time.Second) }
+
+// openTimeout is open with another read and write timeout, for a
+// statement meant to run long.
+func (c *cluster) openTimeout(host string, rw time.Duration) *sql.DB {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = appUser, appPassword, "tcp", net.JoinHostPort(host, "3306"), "app"
-	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, rw, rw
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		c.t.Fatal(err)

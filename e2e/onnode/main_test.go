@@ -4,11 +4,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/mysqlha/mysqlha/e2e/images"
 	"github.com/mysqlha/mysqlha/e2e/realnode"
@@ -17,7 +21,10 @@ import (
 // One node, one set of images and one deployment serve every test of the
 // package: bringing three MariaDB pods up is the slow part, and the tests
 // leave the cluster healthy for the next one.
-var flagTrials = flag.Int("onnode.trials", 3, "pod deletions in TestPrimaryPodDeletion (each re-creates an empty member: about 35 s)")
+var (
+	flagTrials = flag.Int("onnode.trials", 3, "trials of each fault scenario")
+	flagReport = flag.String("onnode.report", "", "also append each scenario's report to this file (make bench-failover)")
+)
 
 var (
 	setupOnce sync.Once
@@ -29,6 +36,9 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// The monitor's socket connections die with every fenced or restarted
+	// server; the driver would log each one.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	code := m.Run()
 	if node != nil {
 		if err := node.Close(); err != nil {

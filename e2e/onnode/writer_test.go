@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/mysqlha/mysqlha/e2e/checker"
 )
 
 // writer inserts one row after another through the primary Service's
@@ -37,17 +39,25 @@ func (c *cluster) startWriter(firstID int64) *writer {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_, err := w.db.ExecContext(ctx, "INSERT INTO w (id) VALUES (?)", id)
 			cancel()
-			w.mu.Lock()
 			if err == nil {
-				w.acked, w.at = append(w.acked, id), append(w.at, time.Now())
+				w.record(id)
 			} else {
+				w.mu.Lock()
 				w.failed++
+				w.mu.Unlock()
 			}
-			w.mu.Unlock()
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
 	return w
+}
+
+// record adds an acknowledged write, now (also for writes made beside
+// the writer's own loop).
+func (w *writer) record(id int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.acked, w.at = append(w.acked, id), append(w.at, time.Now())
 }
 
 // Stop ends the writer and returns the acknowledged ids.
@@ -57,6 +67,17 @@ func (w *writer) Stop() []int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.acked)
+}
+
+// writes returns the acknowledged writes with their times.
+func (w *writer) writes() []checker.Write {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]checker.Write, len(w.acked))
+	for i := range w.acked {
+		out[i] = checker.Write{ID: w.acked[i], At: w.at[i]}
+	}
+	return out
 }
 
 // firstAckAfter is the time of the first acknowledgement after t; zero if none.

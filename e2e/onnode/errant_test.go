@@ -1,0 +1,91 @@
+package onnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mysqlha/mysqlha/e2e/checker"
+)
+
+// A replica has a transaction of its own (written as root past read_only,
+// as a careless operator might). Its agent reports it errant, agentctl
+// status shows it, and when the primary's agent then dies the errant
+// replica is not a candidate: the clean one takes over. The errant member
+// is rebuilt afterwards by deleting its pod (its emptyDir goes with it).
+func TestErrantReplicaExcluded(t *testing.T) {
+	scenario{
+		name:   "an errant replica excluded from candidacy",
+		leader: otherLeader,
+		inject: func(tr *trial) error {
+			errant := tr.replicas[0]
+			if err := writeErrant(tr, errant); err != nil {
+				return err
+			}
+			if err := waitStatusState(tr.c, errant.Name, "errant", 20*time.Second); err != nil {
+				return err
+			}
+			tr.at = time.Now() // the fault proper: the phases count from here
+			return tr.killContainer(tr.primary, "agent")
+		},
+		verify: func(tr *trial, now corev1.Pod) error {
+			if tr.changedTo == tr.replicas[0].Name {
+				return fmt.Errorf("the errant replica %s took the lock", tr.changedTo)
+			}
+			return wantPrimary(now, tr.replicas[1].Name)
+		},
+		repair: func(tr *trial) error {
+			return tr.c.client.CoreV1().Pods(namespace).Delete(context.Background(), tr.replicas[0].Name, metav1.DeleteOptions{})
+		},
+		expect: checker.Expect{MaxOutage: 20 * time.Second},
+	}.run(t)
+}
+
+// writeErrant commits a row on replica, logged in its binary log, over its
+// socket as root (read_only does not stop root).
+func writeErrant(tr *trial, replica corev1.Pod) error {
+	pid, err := tr.pid(replica, "mariadb")
+	if err != nil {
+		return err
+	}
+	db := openSocket(pid, 5*time.Second)
+	defer db.Close()
+	_, err = db.ExecContext(context.Background(), "INSERT INTO app.w (id) VALUES (?)", -time.Now().UnixNano()/1000)
+	return err
+}
+
+// waitStatusState waits until agentctl status shows member in state.
+func waitStatusState(c *cluster, member, state string, timeout time.Duration) error {
+	var last string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		cmd, err := agentctl(c, "status", "-o", "json")
+		if err != nil {
+			return err
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		var st struct {
+			Members []struct{ Name, State string }
+		}
+		if err := json.Unmarshal(out, &st); err != nil {
+			return fmt.Errorf("agentctl status -o json: %v: %s", err, out)
+		}
+		for _, m := range st.Members {
+			if m.Name == member {
+				last = m.State
+			}
+		}
+		if last == state {
+			return nil
+		}
+	}
+	return fmt.Errorf("agentctl status never showed %s as %q within %s (last %q)", member, state, timeout, last)
+}
