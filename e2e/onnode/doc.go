@@ -5,6 +5,12 @@
 // tests write through the primary Service's ClusterIP, as an application
 // would, and delete, restart and evict pods.
 //
+// The fault scenarios, one file each (scenario_test.go runs them), inject
+// a fault with e2e/fault, heal it, and judge the trial with e2e/checker:
+// acknowledged writes lost, instants with two writable or two routable
+// members, the longest outage, GTID convergence. -onnode.trials sets the
+// trials per scenario; -onnode.report collects the per-scenario reports.
+//
 // The tests need root, the node's packages and binaries (make deps installs
 // and builds them); they are skipped with -short only.
 package onnode
