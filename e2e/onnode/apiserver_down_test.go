@@ -14,7 +14,7 @@ import (
 // members are ever writable, and once the API server is back a primary is
 // elected and routed again. Routing takes longest: measured here, the lock
 // is won within a second of the API server's return but the primary
-// Service's endpoints follow some 50 s later, as the node's components
+// Service's endpoints follow 25 to 50 s later, as the node's components
 // re-establish their watches; hence the 120 s bound.
 func TestAPIServerDown(t *testing.T) {
 	scenario{
