@@ -85,8 +85,9 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 }
 
 // checkErrant refuses to replicate from a source that lacks transactions we
-// have: our executed set was read first, the source's now, and the source
-// only grows, so anything of ours it lacks is errant. It runs at every
+// have: our executed set was read first, the source's now, and a writable
+// source only grows, so anything of ours it lacks is errant. A holder still
+// read-only is promoting, and its history is not final: no verdict yet. It runs at every
 // observation, since a transaction can be written to a replica by a user
 // with the privilege to bypass read-only at any time.
 func (a *Agent) checkErrant(ctx context.Context, leader dcs.Member, obs mysqlctl.Observation) bool {
@@ -103,6 +104,13 @@ func (a *Agent) checkErrant(ctx context.Context, leader dcs.Member, obs mysqlctl
 	po, err := p.Observe(cctx)
 	if err != nil {
 		a.dropPeer(leader.MySQLAddr)
+		return false
+	}
+	if !po.Status.Writable() {
+		// The holder has not promoted yet: its history is not final (it
+		// catches up first, or stands down for a member ahead of it, maybe
+		// us), so what we have and it lacks is not errant yet. Wait.
+		a.log.Info("the lock holder is still read-only; waiting before comparing histories", zap.String("leader", leader.Name))
 		return false
 	}
 	errant, err := gtid.Errant(a.flavor(), obs.Status.GTIDExecuted, po.Status.GTIDExecuted)

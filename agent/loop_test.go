@@ -452,3 +452,39 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A replica that is ahead of a lock holder still promoting is not errant:
+// the holder's history is not final (it may yet stand down for a better
+// member). Found on the test node: db3 received the dead primary's last
+// write, db2 did not and won the lock on a stale record, db3 judged itself
+// errant against read-only db2 and so became ineligible, and db2, once it
+// had stood down, promoted without the write.
+func TestLoopReplicaAheadOfPromotingHolderIsNotErrant(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.mysql.byName("db2").ioRunning = false // db2 misses the last write
+	if !h.mysql.write("db1") {
+		t.Fatal("write on db1 failed")
+	}
+	d3 := h.mysql.byName("db3")
+	h.mysql.mu.Lock()
+	d3.syncLocked() // db3's receiver got it; its agent has not published it yet
+	h.mysql.mu.Unlock()
+	h.mysql.byName("db1").up = false
+	h.clock.Step(dcs.DefaultConfig().TTL) // the lock expires
+	if redo := h.agents["db2"].iterate(h.ctx, false); !redo || h.holder() != "db2" {
+		t.Fatalf("db2 did not take the lock on its stale view (holder %q)", h.holder())
+	}
+	h.step("db3") // db3 sees db2 hold the lock, read-only
+	if e := h.agents["db3"].errant; e != "" {
+		t.Fatalf("db3 judged errant (%s) against a holder that has not promoted", e)
+	}
+	for i := 0; i < 10 && len(h.mysql.writable()) == 0; i++ {
+		h.clock.Step(time.Second)
+		h.step("db2", "db3")
+	}
+	h.expectPrimary("db3")
+	if d3.seq != h.mysql.byName("db1").seq {
+		t.Fatal("the new primary lacks the dead primary's last write")
+	}
+}
