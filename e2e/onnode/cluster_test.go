@@ -253,17 +253,26 @@ func (s state) healthy() (corev1.Pod, bool) {
 // waitHealthy waits until the cluster is healthy and returns its primary.
 func (c *cluster) waitHealthy(timeout time.Duration) corev1.Pod {
 	c.t.Helper()
+	p, err := c.awaitHealthy(timeout)
+	if err != nil {
+		c.dump(context.Background())
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+// awaitHealthy is waitHealthy with the failure returned.
+func (c *cluster) awaitHealthy(timeout time.Duration) (corev1.Pod, error) {
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
 	for {
 		s := c.look(ctx)
 		if p, ok := s.healthy(); ok {
 			c.ensureApp(ctx, p)
-			return p
+			return p, nil
 		}
 		if time.Now().After(deadline) {
-			c.dump(ctx)
-			c.t.Fatalf("cluster not healthy within %s: %s", timeout, s)
+			return corev1.Pod{}, fmt.Errorf("cluster not healthy within %s: %s", timeout, s)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

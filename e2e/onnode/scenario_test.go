@@ -162,7 +162,17 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 			t.Fatalf("%s trial %d: repair: %v", sc.name, n, err)
 		}
 	}
-	now := c.waitHealthy(4 * time.Minute)
+	now, err := c.awaitHealthy(4 * time.Minute)
+	if err != nil {
+		// The cluster did not heal: still count what was lost, for the
+		// failure message.
+		w.Stop()
+		rep := checker.Analyze(from, time.Now(), m.Stop(), w.writes(), c.finals(ctx, w.writes(), 10*time.Second))
+		c.dump(ctx)
+		t.Fatalf("%s trial %d: %v\n  at that point: %d acknowledged, %d missing from the member labelled primary, "+
+			"replicas missing %v, instants with two writable %d, two routable %d",
+			sc.name, n, err, rep.Acked, len(rep.Lost), rep.Missing, rep.DualWritable, rep.DualRoutable)
+	}
 	// Some writes through the healed cluster, then the books are closed.
 	for since := time.Now(); w.firstAckAfter(since).IsZero() && time.Since(since) < 30*time.Second; {
 		time.Sleep(50 * time.Millisecond)
