@@ -63,29 +63,37 @@ func writeErrant(tr *trial, replica corev1.Pod) error {
 func waitStatusState(c *cluster, member, state string, timeout time.Duration) error {
 	var last string
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		cmd, err := agentctl(c, "status", "-o", "json")
-		if err != nil {
-			return err
-		}
-		out, err := cmd.Output()
+		states, err := memberStates(c)
 		if err != nil {
 			last = err.Error()
 			continue
 		}
-		var st struct {
-			Members []struct{ Name, State string }
-		}
-		if err := json.Unmarshal(out, &st); err != nil {
-			return fmt.Errorf("agentctl status -o json: %v: %s", err, out)
-		}
-		for _, m := range st.Members {
-			if m.Name == member {
-				last = m.State
-			}
-		}
-		if last == state {
+		if last = states[member]; last == state {
 			return nil
 		}
 	}
 	return fmt.Errorf("agentctl status never showed %s as %q within %s (last %q)", member, state, timeout, last)
+}
+
+// memberStates is each member's state as agentctl status -o json shows it.
+func memberStates(c *cluster) (map[string]string, error) {
+	cmd, err := agentctl(c, "status", "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("agentctl status: %w", err)
+	}
+	var st struct {
+		Members []struct{ Name, State string }
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return nil, fmt.Errorf("agentctl status -o json: %v: %s", err, out)
+	}
+	states := map[string]string{}
+	for _, m := range st.Members {
+		states[m.Name] = m.State
+	}
+	return states, nil
 }
