@@ -51,19 +51,10 @@ func (in *Injector) Delay(netns string, queue uint16, d time.Duration) (*Fault, 
 		return nil, fmt.Errorf("fault: %s delay on %s: %w", d, netns, err)
 	}
 	go q.serve(d)
-	f, err := in.filter(fmt.Sprintf("%s delay on %s", d, netns), netns, [][]string{
-		{"-j", "NFQUEUE", "--queue-num", strconv.Itoa(int(queue)), "--queue-bypass"}})
-	if err != nil {
-		q.close()
-		return nil, err
-	}
-	heal := f.heal
-	f.heal = func() error {
-		err := heal() // packets stop coming, then the queue goes
-		q.close()
-		return err
-	}
-	return f, nil
+	// Healing removes the rule first, so that packets stop coming, then
+	// the queue.
+	return in.filter(fmt.Sprintf("%s delay on %s", d, netns), netns, [][]string{
+		{"-j", "NFQUEUE", "--queue-num", strconv.Itoa(int(queue)), "--queue-bypass"}}, q.close)
 }
 
 type nfqueue struct {

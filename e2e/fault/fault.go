@@ -87,7 +87,7 @@ func (in *Injector) chain() string {
 // loopback's: the pod is cut off from everything, the API server, its
 // peers, the clients and the kubelet's network probes alike.
 func (in *Injector) Isolate(netns string) (*Fault, error) {
-	return in.filter("isolate "+netns, netns, [][]string{{"-j", "DROP"}})
+	return in.filter("isolate "+netns, netns, [][]string{{"-j", "DROP"}}, nil)
 }
 
 // CutFrom drops the packets between the namespace and each of addrs, an IP
@@ -109,7 +109,7 @@ func (in *Injector) CutFrom(netns string, addrs ...string) (*Fault, error) {
 		}
 		rules = append(rules, append(out, "-j", "DROP"), append(in, "-j", "DROP"))
 	}
-	return in.filter(fmt.Sprintf("cut %s from %v", netns, addrs), netns, rules)
+	return in.filter(fmt.Sprintf("cut %s from %v", netns, addrs), netns, rules, nil)
 }
 
 // Loss drops each packet into or out of the namespace (loopback aside) with
@@ -119,13 +119,14 @@ func (in *Injector) Loss(netns string, p float64) (*Fault, error) {
 		return nil, fmt.Errorf("fault: loss probability %v: want 0 < p < 1", p)
 	}
 	return in.filter(fmt.Sprintf("%.0f%% loss on %s", p*100, netns), netns, [][]string{
-		{"-m", "statistic", "--mode", "random", "--probability", strconv.FormatFloat(p, 'f', 3, 64), "-j", "DROP"}})
+		{"-m", "statistic", "--mode", "random", "--probability", strconv.FormatFloat(p, 'f', 3, 64), "-j", "DROP"}}, nil)
 }
 
 // filter puts rules in a chain of their own, jumped to from INPUT and
 // OUTPUT after letting loopback through; healing removes the jumps and the
-// chain. A namespace gone by then (its pod deleted) has nothing to heal.
-func (in *Injector) filter(name, netns string, rules [][]string) (*Fault, error) {
+// chain, then runs after (when not nil), also when the injection fails. A
+// namespace gone by then (its pod deleted) has no rules left to remove.
+func (in *Injector) filter(name, netns string, rules [][]string, after func()) (*Fault, error) {
 	chain := in.chain()
 	ipt := func(args ...string) error { return iptables(netns, args...) }
 	do := func() error {
@@ -143,6 +144,9 @@ func (in *Injector) filter(name, netns string, rules [][]string) (*Fault, error)
 		return ipt("-I", "OUTPUT", "1", "!", "-o", "lo", "-j", chain)
 	}
 	heal := func() error {
+		if after != nil {
+			defer after()
+		}
 		if _, err := os.Stat(netns); errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
