@@ -143,6 +143,10 @@ func (sc scenario) run(t *testing.T) {
 func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	ctx := context.Background()
 	old := c.waitHealthy(4 * time.Minute)
+	if err := c.awaitCaughtUp(3 * time.Minute); err != nil {
+		c.dump(ctx)
+		t.Fatalf("%s trial %d: %v", sc.name, n, err)
+	}
 	tr := &trial{c: c, faults: &fault.Injector{}, primary: old}
 	for _, p := range c.pods(ctx) {
 		if p.Name != old.Name {
@@ -278,6 +282,32 @@ func (c *cluster) finals(ctx context.Context, writes []checker.Write, timeout ti
 			return out
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// awaitCaughtUp waits until every member's GTID position is the same, so
+// that a trial starts from caught-up replicas: a member rebuilt by the last
+// trial is Ready as soon as it streams, while it may still be replaying the
+// binary logs (its lag then keeps it from being a switchover target). Then
+// it waits two loops, for the agents' records to say so too.
+func (c *cluster) awaitCaughtUp(timeout time.Duration) error {
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	for {
+		var gtids []string
+		for _, name := range members {
+			if f, err := c.final(ctx, name); err == nil {
+				gtids = append(gtids, f.GTID)
+			}
+		}
+		if len(gtids) == len(members) && len(slices.Compact(slices.Clone(gtids))) == 1 {
+			time.Sleep(2 * time.Second)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the members' GTID positions did not converge within %s: %v", timeout, gtids)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
