@@ -470,5 +470,9 @@ func toCandidate(m dcs.Member, live map[string]*MemberStatus, asked bool) failov
 	return fm
 }
 
-// tagErrant is the member-record tag holding errant GTIDs.
-const tagErrant = "errant"
+// Member-record tags: tagErrant holds errant GTIDs; tagLagging is set while
+// the lag exceeds maximum_lag_on_failover.
+const (
+	tagErrant  = "errant"
+	tagLagging = "lagging"
+)

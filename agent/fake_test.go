@@ -30,6 +30,7 @@ type fakeDB struct {
 	lastServer, seq int
 	source          string // addr; "" when not a replica
 	ioRunning       bool
+	behind          int64 // Seconds_Behind_Master reported while replicating
 	semiSource      bool
 	semiReplica     bool
 
@@ -153,9 +154,9 @@ func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
 		if d.ioRunning {
 			io = mysqlctl.ThreadRunning
 		}
-		zero := int64(0)
+		behind := d.behind
 		o.Replica = &mysqlctl.ReplicaStatus{SourceHost: host, SourcePort: p, IOThread: io, SQLThread: mysqlctl.ThreadRunning,
-			RetrievedGTID: d.pos(), ExecutedGTID: d.pos(), AutoPosition: true, SecondsBehind: &zero}
+			RetrievedGTID: d.pos(), ExecutedGTID: d.pos(), AutoPosition: true, SecondsBehind: &behind}
 	}
 	return o, nil
 }

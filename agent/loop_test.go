@@ -15,6 +15,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/memory"
+	"github.com/mysqlha/mysqlha/failover"
 )
 
 // loopHarness runs several agents' iterations by hand against the in-memory
@@ -486,5 +487,39 @@ func TestLoopReplicaAheadOfPromotingHolderIsNotErrant(t *testing.T) {
 	h.expectPrimary("db3")
 	if d3.seq != h.mysql.byName("db1").seq {
 		t.Fatal("the new primary lacks the dead primary's last write")
+	}
+}
+
+// A replica's lag crossing maximum_lag_on_failover changes whether it may be
+// promoted, so its record must say so at once, not after the member refresh
+// interval: a replica that has just caught up was otherwise refused as a
+// switchover target for up to that long.
+func TestLoopLagCrossingTheLimitIsPublishedAtOnce(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	maxLag := dcs.DefaultConfig().MaximumLagOnFailover
+	lagOf := func(name string) string {
+		t.Helper()
+		cl, err := h.agents["db1"].store.Cluster(h.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range cl.Members {
+			if m.Name == name {
+				return failover.Ineligibility(toCandidate(m, nil, false), maxLag)
+			}
+		}
+		t.Fatalf("no record of %s", name)
+		return ""
+	}
+	h.mysql.byName("db3").behind = int64((maxLag + 4*time.Minute) / time.Second)
+	h.round()
+	if why := lagOf("db3"); !strings.Contains(why, "lag") {
+		t.Fatalf("db3 replays 4 minutes behind the limit, yet its record makes it eligible (%q)", why)
+	}
+	h.mysql.byName("db3").behind = 0
+	h.round()
+	if why := lagOf("db3"); why != "" {
+		t.Fatalf("db3 has caught up, yet its record keeps it ineligible: %s", why)
 	}
 }

@@ -130,8 +130,14 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	if r := obs.Replica; localErr == nil && r != nil && r.Broken() {
 		m.ReplicationError = strings.TrimSpace(r.LastSQLError + " " + r.LastIOError)
 	}
+	m.Tags = map[string]string{}
 	if a.errant != "" {
-		m.Tags = map[string]string{tagErrant: a.errant}
+		m.Tags[tagErrant] = a.errant
+	}
+	// Tags are written at once when they change, and lag is not: the tag
+	// makes a crossing of the promotion limit, either way, visible now.
+	if maxLag := a.config.MaximumLagOnFailover; maxLag > 0 && a.lastLag != nil && *a.lastLag > maxLag {
+		m.Tags[tagLagging] = "over " + maxLag.String()
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
