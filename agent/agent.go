@@ -212,7 +212,7 @@ func (a *Agent) ensureLocal(ctx context.Context) {
 }
 
 func (a *Agent) flavor() gtid.Flavor {
-	if a.db != nil && a.db.Server().Flavor == mysqlctl.FlavorMySQL {
+	if a.db != nil && a.db.Server().Flavor == gtid.MySQL {
 		return gtid.MySQL
 	}
 	return gtid.MariaDB

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mysqlha/mysqlha/mysqlctl"
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
 
 // fakeMySQL simulates the mysqld servers of a cluster, MariaDB-style: one
@@ -132,7 +133,7 @@ func (d *fakeDB) check() error {
 }
 
 func (d *fakeDB) Server() mysqlctl.ServerInfo {
-	return mysqlctl.ServerInfo{Flavor: mysqlctl.FlavorMariaDB, Version: mysqlctl.Version{Major: 10, Minor: 11}}
+	return mysqlctl.ServerInfo{Flavor: gtid.MariaDB, Version: mysqlctl.Version{Major: 10, Minor: 11}}
 }
 
 func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {

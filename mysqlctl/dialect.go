@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
 
 // Statement is one SQL statement and the arguments for its placeholders. The
@@ -22,7 +24,7 @@ type Dialect struct {
 	Server ServerInfo
 }
 
-func (d Dialect) mariaDB() bool { return d.Server.Flavor == FlavorMariaDB }
+func (d Dialect) mariaDB() bool { return d.Server.Flavor == gtid.MariaDB }
 
 // Fence makes the server refuse writes from ordinary clients. On MySQL,
 // super_read_only also refuses users with SUPER/CONNECTION_ADMIN; MariaDB has

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
 
 var (
-	mysql80 = Dialect{Server: ServerInfo{Flavor: FlavorMySQL, Version: Version{8, 0, 36}}}
-	mysql84 = Dialect{Server: ServerInfo{Flavor: FlavorMySQL, Version: Version{8, 4, 3}}}
-	mariadb = Dialect{Server: ServerInfo{Flavor: FlavorMariaDB, Version: Version{10, 11, 9}}}
+	mysql80 = Dialect{Server: ServerInfo{Flavor: gtid.MySQL, Version: Version{8, 0, 36}}}
+	mysql84 = Dialect{Server: ServerInfo{Flavor: gtid.MySQL, Version: Version{8, 4, 3}}}
+	mariadb = Dialect{Server: ServerInfo{Flavor: gtid.MariaDB, Version: Version{10, 11, 9}}}
 )
 
 func sqls(stmts ...Statement) []string {
@@ -162,15 +164,15 @@ func TestWaitForGTIDStatement(t *testing.T) {
 func TestParseServerVersion(t *testing.T) {
 	cases := []struct {
 		raw     string
-		flavor  Flavor
+		flavor  gtid.Flavor
 		version Version
 		err     string
 	}{
-		{"8.0.36", FlavorMySQL, Version{8, 0, 36}, ""},
-		{"8.4.3-log", FlavorMySQL, Version{8, 4, 3}, ""},
-		{"9.1.0", FlavorMySQL, Version{9, 1, 0}, ""},
-		{"10.11.19-MariaDB-0+deb12u1-log", FlavorMariaDB, Version{10, 11, 19}, ""},
-		{"11.4.2-MariaDB", FlavorMariaDB, Version{11, 4, 2}, ""},
+		{"8.0.36", gtid.MySQL, Version{8, 0, 36}, ""},
+		{"8.4.3-log", gtid.MySQL, Version{8, 4, 3}, ""},
+		{"9.1.0", gtid.MySQL, Version{9, 1, 0}, ""},
+		{"10.11.19-MariaDB-0+deb12u1-log", gtid.MariaDB, Version{10, 11, 19}, ""},
+		{"11.4.2-MariaDB", gtid.MariaDB, Version{11, 4, 2}, ""},
 		{"8.0.25", 0, Version{}, "older than the minimum supported mysql 8.0.26"},
 		{"5.7.44-log", 0, Version{}, "older than the minimum"},
 		{"10.5.9-MariaDB", 0, Version{}, "older than the minimum supported mariadb 10.6.0"},
@@ -228,19 +230,19 @@ func TestFenced(t *testing.T) {
 	on, off := true, false
 	cases := []struct {
 		name          string
-		flavor        Flavor
+		flavor        gtid.Flavor
 		readOnly      bool
 		superReadOnly *bool
 		fenced        bool
 	}{
-		{"mysql both on", FlavorMySQL, true, &on, true},
-		{"mysql read_only only", FlavorMySQL, true, &off, false},
-		{"mysql both off", FlavorMySQL, false, &off, false},
-		{"mysql super_read_only unknown", FlavorMySQL, true, nil, false},
-		{"mariadb read_only", FlavorMariaDB, true, nil, true},
-		{"mariadb writable", FlavorMariaDB, false, nil, false},
-		{"flavor unknown, read_only", FlavorUnknown, true, nil, true},
-		{"flavor unknown, writable", FlavorUnknown, false, nil, false},
+		{"mysql both on", gtid.MySQL, true, &on, true},
+		{"mysql read_only only", gtid.MySQL, true, &off, false},
+		{"mysql both off", gtid.MySQL, false, &off, false},
+		{"mysql super_read_only unknown", gtid.MySQL, true, nil, false},
+		{"mariadb read_only", gtid.MariaDB, true, nil, true},
+		{"mariadb writable", gtid.MariaDB, false, nil, false},
+		{"flavor unknown, read_only", gtid.Flavor(0), true, nil, true},
+		{"flavor unknown, writable", gtid.Flavor(0), false, nil, false},
 	}
 	for _, c := range cases {
 		st := Status{Server: ServerInfo{Flavor: c.flavor}, ReadOnly: c.readOnly, SuperReadOnly: c.superReadOnly}

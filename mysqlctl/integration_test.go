@@ -134,7 +134,7 @@ func TestTopologyReplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pobs.Replica != nil || !pobs.Status.Writable() || pobs.Status.Server.Flavor != mysqlctl.FlavorMariaDB {
+	if pobs.Replica != nil || !pobs.Status.Writable() || pobs.Status.Server.Flavor != gtid.MariaDB {
 		t.Errorf("primary observation %+v", pobs)
 	}
 	if _, err := gtid.ParseMariaDBPos(want); err != nil {

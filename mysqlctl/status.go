@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
 
 // Status is what one server says about itself. A pointer field is nil when
@@ -47,7 +49,7 @@ func (s Status) Fenced() bool {
 	switch {
 	case s.SuperReadOnly != nil:
 		return s.ReadOnly && *s.SuperReadOnly
-	case s.Server.Flavor == FlavorMySQL:
+	case s.Server.Flavor == gtid.MySQL:
 		return false
 	default:
 		return s.ReadOnly

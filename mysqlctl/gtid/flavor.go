@@ -2,9 +2,10 @@ package gtid
 
 import "strconv"
 
-// Flavor selects which server family's GTID syntax and semantics apply.
-// The zero value is deliberately not a flavor, so an unset configuration
-// field is caught instead of silently meaning MySQL.
+// Flavor is the server family, and the project's only flavor type: it
+// selects which GTID syntax and semantics apply here, and which SQL
+// mysqlctl.Dialect speaks. The zero value is deliberately not a flavor, so
+// an unset configuration field is caught instead of silently meaning MySQL.
 type Flavor int
 
 const (
@@ -12,6 +13,8 @@ const (
 	MariaDB                   // MariaDB: domain-server-seq positions
 )
 
+// String is "mysql" or "mariadb"; anything else, the zero value included,
+// prints as Flavor(N) so an error naming it shows the bad value.
 func (f Flavor) String() string {
 	switch f {
 	case MySQL:

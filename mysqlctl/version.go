@@ -4,28 +4,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
-
-// Flavor is the server family. The two speak different SQL for the same
-// operation (see Dialect).
-type Flavor int
-
-const (
-	FlavorUnknown Flavor = iota
-	FlavorMySQL
-	FlavorMariaDB
-)
-
-func (f Flavor) String() string {
-	switch f {
-	case FlavorMySQL:
-		return "mysql"
-	case FlavorMariaDB:
-		return "mariadb"
-	default:
-		return "unknown"
-	}
-}
 
 // Version is a server release number, e.g. 8.4.3 or 10.11.9.
 type Version struct {
@@ -55,7 +36,10 @@ var (
 
 // ServerInfo identifies a server's flavor and release.
 type ServerInfo struct {
-	Flavor  Flavor
+	// Flavor is the server family; the two speak different SQL for the same
+	// operation (see Dialect). ParseServerVersion always sets it, so the
+	// zero value, which is no flavor, appears only in hand-built values.
+	Flavor  gtid.Flavor
 	Version Version
 	// Raw is @@version as the server reported it.
 	Raw string
@@ -65,9 +49,9 @@ type ServerInfo struct {
 // "8.4.3", "8.0.36-log" or "10.11.19-MariaDB-0+deb12u1-log") and rejects
 // releases this agent does not support.
 func ParseServerVersion(raw string) (ServerInfo, error) {
-	info := ServerInfo{Raw: raw, Flavor: FlavorMySQL}
+	info := ServerInfo{Raw: raw, Flavor: gtid.MySQL}
 	if strings.Contains(strings.ToLower(raw), "mariadb") {
-		info.Flavor = FlavorMariaDB
+		info.Flavor = gtid.MariaDB
 	}
 	numbers, _, _ := strings.Cut(raw, "-")
 	parts := strings.Split(numbers, ".")
@@ -85,7 +69,7 @@ func ParseServerVersion(raw string) (ServerInfo, error) {
 	info.Version = Version{nums[0], nums[1], nums[2]}
 
 	minimum := minMySQL
-	if info.Flavor == FlavorMariaDB {
+	if info.Flavor == gtid.MariaDB {
 		minimum = minMariaDB
 	}
 	if !info.Version.AtLeast(minimum.Major, minimum.Minor, minimum.Patch) {
