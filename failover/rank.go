@@ -79,23 +79,23 @@ type Candidate struct {
 func RankCandidates(flavor gtid.Flavor, members []Member, maxLag time.Duration) []Candidate {
 	var (
 		cands []Candidate
-		hists []history
-		all   = history{flavor: flavor}
+		hists []gtid.History
+		all   gtid.History // the union of every candidate's history
 	)
 	for _, m := range members {
 		if Ineligibility(m, maxLag) != "" {
 			continue
 		}
-		h, err := parseHistory(flavor, m.Executed, m.Retrieved)
+		h, err := gtid.ParseHistory(flavor, m.Executed, m.Retrieved)
 		if err != nil {
 			continue
 		}
 		cands = append(cands, Candidate{Member: m})
 		hists = append(hists, h)
-		all = all.union(h)
+		all = all.Union(h)
 	}
 	for i := range cands {
-		cands[i].Missing = hists[i].lacks(all)
+		cands[i].Missing = hists[i].Missing(all)
 	}
 	slices.SortStableFunc(cands, func(a, b Candidate) int {
 		return cmp.Or(cmp.Compare(a.Missing, b.Missing), cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Name, b.Name))

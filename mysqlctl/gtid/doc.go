@@ -7,6 +7,8 @@
 //   - [MariaDBPos] is a MariaDB GTID position such as @@gtid_current_pos,
 //     @@gtid_slave_pos or Gtid_IO_Pos: one domain-server-seq triple per
 //     replication domain.
+//   - [History] is a server's executed ∪ retrieved transactions in either
+//     flavor, for comparing servers without caring which flavor they run.
 //
 // Failover ranking, "has the candidate executed everything" checks and
 // errant-transaction detection ([ErrantMySQL], [ErrantMariaDB], [Errant])
