@@ -1,6 +1,7 @@
-// Package mysqltest starts real MariaDB servers for tests: each with its own
-// data directory, port, socket and server id, configured for GTID
-// replication, and always stopped and removed when the test ends.
+// Package mysqltest starts real MariaDB servers (mariadbd processes), not
+// test doubles, for tests and for the demo. Each has its own data directory,
+// port, socket and server id and is configured for GTID replication; one
+// started by Start is always stopped and removed when its test ends.
 //
 // The first Start in a test process initialises a template data directory
 // (mariadb-install-db, about 8 s) with the users below; every server after
