@@ -38,6 +38,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
+	"github.com/mysqlha/mysqlha/internal/localproc"
 	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
 )
 
@@ -875,9 +876,9 @@ func (d *demo) printTry() {
 func (d *demo) dumpLogs() {
 	for _, m := range d.members {
 		if m.logPath != "" {
-			d.p.plain("----- %s: last 30 lines of the agent log %s -----\n%s", m.name, m.logPath, tail(m.logPath, 30))
+			d.p.plain("----- %s: last 30 lines of the agent log %s -----\n%s", m.name, m.logPath, localproc.Tail(m.logPath, 30))
 		}
-		d.p.plain("----- %s: last 8 lines of the mysqld error log -----\n%s", m.name, tail(m.server.LogPath(), 8))
+		d.p.plain("----- %s: last 8 lines of the mysqld error log -----\n%s", m.name, localproc.Tail(m.server.LogPath(), 8))
 	}
 	if k, ok := d.be.(*kubeBackend); ok {
 		k.dumpLogs(d.p)
@@ -922,12 +923,16 @@ func (d *demo) teardown() error {
 	d.pidMu.Lock()
 	n := len(d.pids)
 	for pid, what := range d.pids {
-		if alive(pid) {
+		if localproc.Alive(pid) {
 			left = append(left, fmt.Sprintf("%s (pid %d)", what, pid))
 		}
 	}
 	d.pidMu.Unlock()
-	left = append(left, processesUnder(d.cfg.Dir)...)
+	// A mariadbd (--datadir) or agent (--mysql-password-file) of this demo
+	// that escaped the pid bookkeeping names a path in the work dir.
+	for _, p := range localproc.Scan(localproc.Under(d.cfg.Dir)) {
+		left = append(left, p.String())
+	}
 	if len(left) > 0 {
 		d.p.failed()
 		errs = append(errs, fmt.Errorf("processes left running: %s", strings.Join(left, ", ")))
@@ -947,33 +952,6 @@ func (d *demo) teardown() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// processesUnder lists live processes whose command line mentions dir: a
-// mariadbd (--datadir) or agent (--mysql-password-file) of this demo that
-// escaped the pid bookkeeping.
-func processesUnder(dir string) []string {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	self := os.Getpid()
-	var out []string
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		cmd := strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
-		if strings.Contains(cmd, dir+"/") && alive(pid) {
-			out = append(out, fmt.Sprintf("pid %d: %s", pid, cmd))
-		}
-	}
-	return out
 }
 
 // ---- etcd backend ----

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/internal/localproc"
 )
 
 // syncBuffer is a bytes.Buffer safe for the demo's writer and the test.
@@ -170,7 +171,7 @@ func runCI(t *testing.T, cfg Config) (string, string) {
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("work dir %s still exists (%v)", dir, err)
 	}
-	if left := processesUnder(dir); len(left) > 0 {
+	if left := localproc.Scan(localproc.Under(dir)); len(left) > 0 {
 		t.Errorf("processes left: %v", left)
 	}
 	return text, boot[1]

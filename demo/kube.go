@@ -21,6 +21,7 @@ import (
 
 	dcskube "github.com/mysqlha/mysqlha/dcs/kubernetes"
 	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/internal/localproc"
 )
 
 // The Kubernetes mode runs the same cluster with --dcs=kubernetes against a
@@ -466,6 +467,6 @@ func (k *kubeBackend) dumpLogs(p *progress) {
 		logs = append(logs, k.cm.LogFile())
 	}
 	for _, l := range logs {
-		p.plain("----- last 15 lines of %s -----\n%s", l, tail(l, 15))
+		p.plain("----- last 15 lines of %s -----\n%s", l, localproc.Tail(l, 15))
 	}
 }

@@ -1,22 +1,19 @@
 package demo
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/mysqlha/mysqlha/internal/localproc"
 	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
 )
 
@@ -34,9 +31,8 @@ type member struct {
 	// so that a write to a dead server fails fast.
 	app *sql.DB
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu    sync.Mutex
+	agent *localproc.Process // nil when the agent does not run
 }
 
 func (m *member) addr() string { return m.server.Addr() }
@@ -48,53 +44,38 @@ func (m *member) addr() string { return m.server.Addr() }
 func (m *member) startAgent() (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd != nil {
-		return 0, fmt.Errorf("agent %s already runs (pid %d)", m.name, m.cmd.Process.Pid)
+	if m.agent != nil {
+		return 0, fmt.Errorf("agent %s already runs (pid %d)", m.name, m.agent.Pid())
 	}
-	f, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	banner := fmt.Sprintf("=== mysqlha-demo %s: starting agent %s ===", time.Now().UTC().Format(time.RFC3339Nano), m.name)
+	p, err := localproc.StartLogged(m.args, m.logPath, banner)
 	if err != nil {
-		return 0, err
-	}
-	defer f.Close() // the child has its own descriptor
-	fmt.Fprintf(f, "=== mysqlha-demo %s: starting agent %s ===\n", time.Now().UTC().Format(time.RFC3339Nano), m.name)
-	cmd := exec.Command(m.args[0], m.args[1:]...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("starting agent %s: %w", m.name, err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	m.cmd, m.done = cmd, done
-	return cmd.Process.Pid, nil
+	m.agent = p
+	return p.Pid(), nil
 }
 
 // agentPid is the agent's pid, 0 when it does not run.
 func (m *member) agentPid() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd == nil {
+	if m.agent == nil {
 		return 0
 	}
-	return m.cmd.Process.Pid
+	return m.agent.Pid()
 }
 
 // stopAgent sends sig to the agent's process group and waits up to grace for
-// it to exit, then kills it.
+// it to exit, then kills it. What it leaves behind is the teardown's leak
+// check's to report.
 func (m *member) stopAgent(sig syscall.Signal, grace time.Duration) {
 	m.mu.Lock()
-	cmd, done := m.cmd, m.done
-	m.cmd = nil
+	p := m.agent
+	m.agent = nil
 	m.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	syscall.Kill(-cmd.Process.Pid, sig)
-	select {
-	case <-done:
-	case <-time.After(grace):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+	if p != nil {
+		p.Stop(sig, grace)
 	}
 }
 
@@ -180,26 +161,4 @@ func openApp(s *mysqltest.Server) (*sql.DB, error) {
 func isReadOnly(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1290 // ER_OPTION_PREVENTS_STATEMENT
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > 4*n {
-			lines = append([]string(nil), lines[len(lines)-n:]...)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

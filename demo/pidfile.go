@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mysqlha/mysqlha/internal/localproc"
 )
 
 // pidFileName, in the work dir, holds the supervisor's pid: it marks the
@@ -26,7 +27,7 @@ const pidFileName = "demo.pid"
 func claimDir(dir string) error {
 	pidPath := filepath.Join(dir, pidFileName)
 	if pid, err := readPid(pidPath); err == nil {
-		if alive(pid) {
+		if localproc.Alive(pid) {
 			return fmt.Errorf("a demo already runs (pid %d, work dir %s): stop it with `make demo-stop` or Ctrl-C in its terminal", pid, dir)
 		}
 		if err := os.RemoveAll(dir); err != nil {
@@ -53,23 +54,6 @@ func readPid(path string) (int, error) {
 	return pid, nil
 }
 
-// alive reports whether pid is a live (not zombie) process.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name, which is in parentheses and may
-	// itself contain them.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] != 'Z' && stat[i+2] != 'X'
-	}
-	return true
-}
-
 // Stop signals the demo whose work dir is dir (SIGTERM, as Ctrl-C would) and
 // waits until it has stopped everything and exited.
 func Stop(dir string, out io.Writer, timeout time.Duration) error {
@@ -82,7 +66,7 @@ func Stop(dir string, out io.Writer, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if !alive(pid) {
+	if !localproc.Alive(pid) {
 		fmt.Fprintf(out, "the demo (pid %d) is not running any more; removing its work dir %s\n", pid, dir)
 		return os.RemoveAll(dir)
 	}
@@ -91,7 +75,7 @@ func Stop(dir string, out io.Writer, timeout time.Duration) error {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("signalling pid %d: %w", pid, err)
 	}
-	for alive(pid) {
+	for localproc.Alive(pid) {
 		if time.Since(began) > timeout {
 			fmt.Fprintln(out, "still running")
 			return fmt.Errorf("the demo (pid %d) did not stop within %v; its terminal shows why; kill -9 %d stops it and everything it started", pid, timeout, pid)
