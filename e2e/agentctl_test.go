@@ -11,9 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mysqlha/mysqlha/internal/localproc"
 )
 
 // agentctl is driven as an operator would: the real binary, built once per
@@ -93,8 +94,6 @@ func runAgentctlWithin(tb testing.TB, limit time.Duration, args ...string) (r Ct
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = &stdout, &stderr, strings.NewReader("")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "MYSQLHA_") || k == "KUBECONFIG" || k == "POD_NAMESPACE" {
@@ -103,7 +102,7 @@ func runAgentctlWithin(tb testing.TB, limit time.Duration, args ...string) (r Ct
 		cmd.Env = append(cmd.Env, kv)
 	}
 	r = CtlResult{Args: args, Started: time.Now()}
-	err := cmd.Run()
+	err := localproc.Run(cmd) // the deadline kills agentctl's whole group
 	r.Ended = time.Now()
 	r.Stdout, r.Stderr = stdout.String(), stderr.String()
 	var exit *exec.ExitError

@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -24,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
+	"github.com/mysqlha/mysqlha/internal/localproc"
 	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
 )
 
@@ -101,8 +99,7 @@ type Member struct {
 	app  *sql.DB // the application user over TCP: the writes under test
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
+	agent  *localproc.Process // nil when the agent does not run
 	frozen bool
 	starts int
 }
@@ -281,52 +278,35 @@ func (m *Member) StartAgent() {
 	m.c.tb.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd != nil {
-		m.c.tb.Fatalf("agent %s already running (pid %d)", m.Name, m.cmd.Process.Pid)
+	if m.agent != nil {
+		m.c.tb.Fatalf("agent %s already running (pid %d)", m.Name, m.agent.Pid())
 	}
-	f, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		m.c.tb.Fatal(err)
-	}
-	defer f.Close() // the child holds its own descriptor
 	m.starts++
-	fmt.Fprintf(f, "=== e2e %s: starting agent %s (start #%d) ===\n", stamp(time.Now()), m.Name, m.starts)
-	cmd := exec.Command(m.args[0], m.args[1:]...)
-	cmd.Stdout, cmd.Stderr = f, f
 	// Own process group, so signals reach the agent alone; killed with the
 	// test process if that dies first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p, err := localproc.StartLogged(m.args, m.LogPath,
+		fmt.Sprintf("=== e2e %s: starting agent %s (start #%d) ===", stamp(time.Now()), m.Name, m.starts))
+	if err != nil {
 		m.c.tb.Fatalf("starting agent %s: %v", m.Name, err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	m.cmd, m.done, m.frozen = cmd, done, false
+	m.agent, m.frozen = p, false
 }
 
 // Pid is the agent's process id, 0 when it does not run.
 func (m *Member) Pid() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd == nil {
+	if m.agent == nil {
 		return 0
 	}
-	return m.cmd.Process.Pid
+	return m.agent.Pid()
 }
 
 // AgentRunning reports whether the agent process runs (frozen or not).
 func (m *Member) AgentRunning() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd == nil {
-		return false
-	}
-	select {
-	case <-m.done:
-		return false
-	default:
-		return true
-	}
+	return m.agent != nil && !m.agent.Exited()
 }
 
 func (m *Member) mark(format string, args ...any) {
@@ -339,37 +319,26 @@ func (m *Member) mark(format string, args ...any) {
 }
 
 // signalAgent sends sig to the agent's process group and, when wait > 0,
-// waits for it to exit, killing it after wait. It returns false when no
-// agent ran.
+// waits for it to exit, killing it after wait; an agent that had to be
+// killed, or that left processes in its group, fails the test. It returns
+// false when no agent ran.
 func (m *Member) signalAgent(sig syscall.Signal, wait time.Duration) bool {
 	m.mu.Lock()
-	cmd, done := m.cmd, m.done
+	p := m.agent
 	m.mu.Unlock()
-	if cmd == nil {
+	if p == nil {
 		return false
 	}
-	pid := cmd.Process.Pid
-	syscall.Kill(-pid, sig)
 	if wait <= 0 {
+		p.Signal(sig)
 		return true
 	}
-	select {
-	case <-done:
-	case <-time.After(wait):
-		m.c.tb.Errorf("agent %s (pid %d) did not exit within %v of %v; killing it", m.Name, pid, wait, sig)
-		syscall.Kill(-pid, syscall.SIGKILL)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			m.c.tb.Errorf("agent %s (pid %d) survived SIGKILL", m.Name, pid)
-		}
+	if err := p.Stop(sig, wait); err != nil {
+		m.c.tb.Errorf("stopping agent %s (pid %d) with %v: %v", m.Name, p.Pid(), sig, err)
 	}
 	m.mu.Lock()
-	m.cmd, m.frozen = nil, false
+	m.agent, m.frozen = nil, false
 	m.mu.Unlock()
-	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
-		m.c.tb.Errorf("agent %s: process group %d still has processes after the agent exited (kill -0: %v)", m.Name, pid, err)
-	}
 	return true
 }
 
@@ -428,7 +397,7 @@ func (m *Member) RestartAgent() {
 		m.StopAgent()
 	} else {
 		m.mu.Lock()
-		m.cmd = nil
+		m.agent = nil
 		m.mu.Unlock()
 	}
 	m.StartAgent()
@@ -448,8 +417,6 @@ func (m *Member) RestartMySQL() {
 	m.Server.Restart(m.c.tb)
 }
 
-// cleanup kills the agent, then mysqld: its data is thrown away, so a clean
-// InnoDB shutdown (seconds per server) buys nothing.
 // mysqldPid reads mysqld's pid file (mysqltest runs it with
 // --pid-file=<Dir>/mysqld.pid).
 func (m *Member) mysqldPid() int {
@@ -485,9 +452,11 @@ func (m *Member) ThawMySQL() {
 	}
 }
 
+// cleanup kills the agent, then mysqld: its data is thrown away, so a clean
+// InnoDB shutdown (seconds per server) buys nothing.
 func (m *Member) cleanup() {
 	m.mu.Lock()
-	running := m.cmd != nil
+	running := m.agent != nil
 	m.mu.Unlock()
 	if running {
 		// SIGKILL works on a stopped process too; SIGCONT lets it die at once.
@@ -501,28 +470,6 @@ func (m *Member) cleanup() {
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
-// tail returns the last n lines of path.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > 4*n {
-			lines = append([]string(nil), lines[len(lines)-n:]...)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // dumpLogs prints the tail of every agent log and mysqld error log, and in
 // Kubernetes mode the cluster's objects and Events.
 func (c *Cluster) dumpLogs() {
@@ -530,8 +477,8 @@ func (c *Cluster) dumpLogs() {
 		c.tb.Logf("----- Kubernetes objects of namespace %s -----\n%s  Events:\n%s", c.Kube.Namespace, c.Kube.describe(), c.Kube.describeEvents())
 	}
 	for _, m := range c.Members {
-		c.tb.Logf("----- %s: last 60 lines of the agent log %s -----\n%s", m.Name, m.LogPath, tail(m.LogPath, 60))
-		c.tb.Logf("----- %s: last 10 lines of the mysqld error log -----\n%s", m.Name, tail(m.Server.LogPath(), 10))
+		c.tb.Logf("----- %s: last 60 lines of the agent log %s -----\n%s", m.Name, m.LogPath, localproc.Tail(m.LogPath, 60))
+		c.tb.Logf("----- %s: last 10 lines of the mysqld error log -----\n%s", m.Name, localproc.Tail(m.Server.LogPath(), 10))
 	}
 }
 

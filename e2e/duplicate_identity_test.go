@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mysqlha/mysqlha/internal/localproc"
 	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
 )
 
@@ -190,7 +191,7 @@ func (c *Cluster) newImpostor(t *testing.T, s *mysqltest.Server, name string) *M
 	t.Cleanup(m.cleanup)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("----- impostor %s (--name=%s): last 40 lines of the agent log %s -----\n%s", m.Name, name, m.LogPath, tail(m.LogPath, 40))
+			t.Logf("----- impostor %s (--name=%s): last 40 lines of the agent log %s -----\n%s", m.Name, name, m.LogPath, localproc.Tail(m.LogPath, 40))
 		}
 	})
 	return m

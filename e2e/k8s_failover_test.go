@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mysqlha/mysqlha/internal/localproc"
 )
 
 // The agents on the Kubernetes Lease DCS against a real kube-apiserver,
@@ -95,7 +97,7 @@ func TestKubernetesFailover(t *testing.T) {
 		t.Errorf("Lease %s: leaseTransitions did not grow from %d after the failover (%+v, err %v)", k.LeaseName(), transitions, l, err)
 	}
 	if !logHas(newPrimary.LogSince("starting agent"), "primary label removed", "pod", old.Name) {
-		t.Errorf("%s's log does not record removing %s's primary label:\n%s", newPrimary.Name, old.Name, tail(newPrimary.LogPath, 40))
+		t.Errorf("%s's log does not record removing %s's primary label:\n%s", newPrimary.Name, old.Name, localproc.Tail(newPrimary.LogPath, 40))
 	}
 	lost := k.waitEvent(t, 10*time.Second, newPrimary.Name, "LeaderLost", newPrimary.Name, killed)
 	if lost.Type != "Normal" || !strings.Contains(lost.Message, old.Name) {

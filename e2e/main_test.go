@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
@@ -9,13 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/mysqlha/mysqlha/internal/localproc"
 )
 
 var (
@@ -87,45 +87,14 @@ func buildAgent(tb testing.TB) string {
 // leakedProcesses lists live processes that are children of this test
 // process or run the agent binary built by it.
 func leakedProcesses() []string {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	self := os.Getpid()
 	var out []string
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		ppid, state := parseStat(stat)
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		cmd := string(bytes.ReplaceAll(bytes.TrimRight(cmdline, "\x00"), []byte{0}, []byte{' '}))
-		ours := ppid == self || (binDir != "" && strings.Contains(cmd, binDir))
-		if ours && state != "Z" {
-			out = append(out, fmt.Sprintf("pid %d (ppid %d, state %s): %s", pid, ppid, state, cmd))
-		}
+	for _, p := range localproc.Scan(func(p localproc.Proc) bool {
+		return p.PPid == self || (binDir != "" && strings.Contains(p.Cmdline, binDir))
+	}) {
+		out = append(out, p.String())
 	}
 	return out
-}
-
-// parseStat returns the parent pid and state from /proc/<pid>/stat; the
-// command name in parentheses may itself contain spaces.
-func parseStat(stat []byte) (ppid int, state string) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, ""
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 2 {
-		return 0, ""
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	return ppid, f[0]
 }
 
 // knownBug reports a failed check that reproduces a reported, not yet fixed
