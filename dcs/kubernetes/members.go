@@ -1,0 +1,83 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/dcs/internal/record"
+)
+
+func (s *Store) parseMember(l *coordinationv1.Lease, member string) (dcs.Member, error) {
+	var errs []error
+	if _, err := leaseTTL(l); err != nil {
+		errs = append(errs, err)
+	}
+	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != member {
+		errs = append(errs, fmt.Errorf("holderIdentity %q does not match the member name %q", h, member))
+	}
+	if len(errs) > 0 {
+		return dcs.Member{}, record.Corrupt(where(l), "invalid member Lease", errors.Join(errs...))
+	}
+	raw, ok := l.Annotations[MemberAnnotation]
+	if !ok {
+		return dcs.Member{}, record.Corrupt(where(l), "annotation "+MemberAnnotation+" is missing", nil)
+	}
+	return record.DecodeMember(where(l)+" annotation "+MemberAnnotation, member, []byte(raw))
+}
+
+// UpdateMember implements dcs.Store.
+func (s *Store) UpdateMember(ctx context.Context, m dcs.Member) error {
+	const op = "updating member record"
+	now := s.clock.Now()
+	m, data, err := record.PrepareMember(s.name, s.instance, m, now)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := s.waitSynced(ctx, op); err != nil {
+		return err
+	}
+	s.memberMu.Lock()
+	defer s.memberMu.Unlock()
+	name := s.mpref + s.name
+	base, _ := s.cached(name)
+	s.mu.Lock()
+	need := base == nil || record.MemberNeedsWrite(s.lastMember, s.lastAt, m, now, s.memberRefresh)
+	s.mu.Unlock()
+	if !need {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		l := s.newLease(name)
+		if base != nil {
+			l = base.DeepCopy()
+		}
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[MemberAnnotation] = string(data)
+		l.Spec.HolderIdentity = ptr.To(s.name)
+		l.Spec.LeaseDurationSeconds = s.ttlOf(s.memberTTL)
+		l.Spec.RenewTime = s.now()
+		_, err := s.write(ctx, l, base == nil)
+		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) && attempt == 0 {
+			// Someone else touched our object: re-read and write once more.
+			if base, err = s.fetch(ctx, op, name); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return mapErr(op, err)
+		}
+		s.mu.Lock()
+		s.lastMember, s.lastAt = &m, now
+		s.mu.Unlock()
+		return nil
+	}
+}

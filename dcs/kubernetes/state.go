@@ -1,0 +1,197 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"go.uber.org/zap"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/dcs/internal/record"
+)
+
+const (
+	// casAttempts bounds retries of a lost compare-and-set on the state
+	// object (different records share it).
+	casAttempts = 10
+)
+
+func hashVersion(v string) string {
+	if v == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(h[:8])
+}
+
+// readState fills c from the state Lease; s.mu is held.
+func (s *Store) readState(c *dcs.Cluster, l *coordinationv1.Lease) {
+	at := func(key string) string { return where(l) + " annotation " + key }
+	a := l.Annotations
+	if raw, ok := a[ConfigAnnotation]; ok {
+		cfg, err := record.DecodeConfig(at(ConfigAnnotation), []byte(raw))
+		if err != nil {
+			c.Problems = append(c.Problems, err)
+			c.ConfigErr = err
+		} else {
+			c.Config, s.lastConfig = cfg, cfg
+		}
+		c.ConfigVersion = hashVersion(raw)
+	}
+	if raw, ok := a[SwitchoverAnnotation]; ok {
+		sw, err := record.DecodeSwitchover(at(SwitchoverAnnotation), []byte(raw))
+		if err != nil {
+			c.Problems = append(c.Problems, err)
+			sw.Err = err
+		}
+		sw.Version = hashVersion(raw)
+		c.Switchover = &sw
+	}
+	if raw, ok := a[InitializedAnnotation]; ok {
+		in, err := record.DecodeInitialized(at(InitializedAnnotation), []byte(raw))
+		if err != nil {
+			c.Problems = append(c.Problems, err)
+			in.Err = err
+		}
+		in.Version = hashVersion(raw)
+		c.Initialized = &in
+	}
+	if raw, ok := a[HistoryAnnotation]; ok {
+		h, err := record.DecodeHistory(at(HistoryAnnotation), []byte(raw))
+		if err != nil {
+			c.Problems = append(c.Problems, err)
+		}
+		c.History = h
+	}
+}
+
+// updateState applies mutate to the state Lease's annotations and writes it
+// with compare-and-set, retrying when another record of the shared object
+// changed concurrently. mutate returns an error to abort (no retry).
+func (s *Store) updateState(ctx context.Context, op string, mutate func(ann map[string]string) error) error {
+	if err := s.waitSynced(ctx, op); err != nil {
+		return err
+	}
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	base, _ := s.cached(s.stateName)
+	for attempt := 0; attempt < casAttempts; attempt++ {
+		l := s.newLease(s.stateName)
+		if base != nil {
+			l = base.DeepCopy()
+		}
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		if err := mutate(l.Annotations); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		_, err := s.write(ctx, l, base == nil)
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) {
+			if base, err = s.fetch(ctx, op, s.stateName); err != nil {
+				return err
+			}
+			continue
+		}
+		return mapErr(op, err)
+	}
+	return fmt.Errorf("%s: %w: lost the compare-and-set on Lease %s/%s %d times", op, dcs.ErrConflict, s.ns, s.stateName, casAttempts)
+}
+
+// SetConfig implements dcs.Store.
+func (s *Store) SetConfig(ctx context.Context, cfg dcs.Config, version string) error {
+	const op = "setting cluster config"
+	data, err := record.EncodeConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.updateState(ctx, op, func(ann map[string]string) error {
+		if cur := hashVersion(ann[ConfigAnnotation]); cur != version {
+			return fmt.Errorf("%w: config version is %q, caller expected %q", dcs.ErrConflict, cur, version)
+		}
+		ann[ConfigAnnotation] = string(data)
+		return nil
+	})
+}
+
+// RequestSwitchover implements dcs.Store.
+func (s *Store) RequestSwitchover(ctx context.Context, sw dcs.Switchover) error {
+	const op = "requesting switchover"
+	if sw.RequestedAt.IsZero() {
+		sw.RequestedAt = s.clock.Now()
+	}
+	data, err := record.EncodeSwitchover(sw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.updateState(ctx, op, func(ann map[string]string) error {
+		if cur, ok := ann[SwitchoverAnnotation]; ok {
+			return fmt.Errorf("%w: a switchover request is already pending: %s", dcs.ErrExists, cur)
+		}
+		ann[SwitchoverAnnotation] = string(data)
+		return nil
+	})
+}
+
+// ClearSwitchover implements dcs.Store.
+func (s *Store) ClearSwitchover(ctx context.Context, version string) error {
+	return s.updateState(ctx, "clearing switchover request", func(ann map[string]string) error {
+		cur, ok := ann[SwitchoverAnnotation]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: no switchover request is pending", dcs.ErrNotFound)
+		case hashVersion(cur) != version:
+			return fmt.Errorf("%w: request version is %q, caller expected %q", dcs.ErrConflict, hashVersion(cur), version)
+		}
+		delete(ann, SwitchoverAnnotation)
+		return nil
+	})
+}
+
+// SetInitialized implements dcs.Store.
+func (s *Store) SetInitialized(ctx context.Context, in dcs.Initialized) error {
+	const op = "recording cluster initialization"
+	if in.At.IsZero() {
+		in.At = s.clock.Now()
+	}
+	data, err := record.EncodeInitialized(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.updateState(ctx, op, func(ann map[string]string) error {
+		if cur, ok := ann[InitializedAnnotation]; ok {
+			return fmt.Errorf("%w: cluster already initialized: %s", dcs.ErrExists, cur)
+		}
+		ann[InitializedAnnotation] = string(data)
+		return nil
+	})
+}
+
+// AppendHistory implements dcs.Store. A stored history that cannot be read
+// is replaced (it was already reported in Cluster.Problems).
+func (s *Store) AppendHistory(ctx context.Context, e dcs.HistoryEntry) error {
+	const op = "appending history"
+	if err := record.ValidateHistoryEntry(e); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.updateState(ctx, op, func(ann map[string]string) error {
+		var h []dcs.HistoryEntry
+		if raw, ok := ann[HistoryAnnotation]; ok {
+			old, err := record.DecodeHistory(HistoryAnnotation, []byte(raw))
+			if err != nil {
+				s.log.Warn("replacing unreadable history", zap.Error(err))
+			}
+			h = old
+		}
+		data, err := record.EncodeHistory(record.AppendHistory(h, e))
+		if err != nil {
+			return err
+		}
+		ann[HistoryAnnotation] = string(data)
+		return nil
+	})
+}
