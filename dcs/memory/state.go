@@ -1,0 +1,99 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/dcs/internal/record"
+)
+
+// SetConfig implements dcs.Store.
+func (s *Store) SetConfig(ctx context.Context, cfg dcs.Config, ver string) error {
+	const op = "setting cluster config"
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
+		cur := ""
+		if c := s.srv.st.config; c != nil {
+			cur = version(c.rev)
+		}
+		if cur != ver {
+			return false, fmt.Errorf("%w: config version is %q, caller expected %q", dcs.ErrConflict, cur, ver)
+		}
+		s.srv.st.config = &configRec{cfg: cfg, rev: s.srv.nextRev()}
+		return true, nil
+	})
+}
+
+// RequestSwitchover implements dcs.Store.
+func (s *Store) RequestSwitchover(ctx context.Context, sw dcs.Switchover) error {
+	const op = "requesting switchover"
+	if sw.RequestedAt.IsZero() {
+		sw.RequestedAt = s.clock.Now()
+	}
+	sw.Version, sw.Err = "", nil
+	if err := record.ValidateSwitchover(sw); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
+		if cur := s.srv.st.switchover; cur != nil {
+			return false, fmt.Errorf("%w: a switchover from %q to %q is already pending", dcs.ErrExists, cur.sw.From, cur.sw.To)
+		}
+		s.srv.st.switchover = &switchoverRec{sw: sw, rev: s.srv.nextRev()}
+		return true, nil
+	})
+}
+
+// ClearSwitchover implements dcs.Store.
+func (s *Store) ClearSwitchover(ctx context.Context, ver string) error {
+	return s.srv.do(ctx, s, "clearing switchover request", func(time.Time) (bool, error) {
+		cur := s.srv.st.switchover
+		if cur == nil {
+			return false, fmt.Errorf("%w: no switchover request is pending", dcs.ErrNotFound)
+		}
+		if version(cur.rev) != ver {
+			return false, fmt.Errorf("%w: switchover request version is %q, caller expected %q", dcs.ErrConflict, version(cur.rev), ver)
+		}
+		s.srv.st.switchover = nil
+		s.srv.nextRev()
+		return true, nil
+	})
+}
+
+// SetInitialized implements dcs.Store.
+func (s *Store) SetInitialized(ctx context.Context, in dcs.Initialized) error {
+	const op = "recording cluster initialization"
+	if in.At.IsZero() {
+		in.At = s.clock.Now()
+	}
+	in.Version, in.Err = "", nil
+	if err := record.ValidateInitialized(in); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
+		if cur := s.srv.st.initialized; cur != nil {
+			return false, fmt.Errorf("%w: cluster already initialized with id %q", dcs.ErrExists, cur.in.ClusterID)
+		}
+		s.srv.st.initialized = &initializedRec{in: in, rev: s.srv.nextRev()}
+		return true, nil
+	})
+}
+
+// AppendHistory implements dcs.Store.
+func (s *Store) AppendHistory(ctx context.Context, e dcs.HistoryEntry) error {
+	const op = "appending history"
+	if err := record.ValidateHistoryEntry(e); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
+		var h []dcs.HistoryEntry
+		if cur := s.srv.st.history; cur != nil {
+			h = cur.h
+		}
+		s.srv.st.history = &historyRec{h: record.AppendHistory(h, e), rev: s.srv.nextRev()}
+		return true, nil
+	})
+}
