@@ -70,7 +70,7 @@ func (s *Store) leaderOf(kv *mvccpb.KeyValue, observed time.Time, cfgTTL time.Du
 		l.Holder, l.Instance, l.TTL, l.AcquiredAt = j.Holder, j.Instance, time.Duration(j.TTLSeconds)*time.Second, j.AcquiredAt
 	}
 	if kv.Lease == 0 {
-		l.Expired = !now.Before(observed.Add(l.TTL))
+		l.Expired = record.Expired(observed, l.TTL, now)
 	}
 	return l
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/dcs/internal/record"
 )
 
 // entry is a cached Lease and when this store saw it change.
@@ -163,7 +164,7 @@ func (s *Store) Cluster(ctx context.Context) (*dcs.Cluster, error) {
 		}
 		m.Version, m.ObservedAt = e.lease.ResourceVersion, e.observed
 		ttl, _ := leaseTTL(e.lease) // validated by parseMember
-		m.Stale = !now.Before(e.observed.Add(ttl))
+		m.Stale = record.Expired(e.observed, ttl, now)
 		c.Members = append(c.Members, m)
 	}
 	sort.Slice(c.Members, func(i, j int) bool { return c.Members[i].Name < c.Members[j].Name })

@@ -117,7 +117,7 @@ func leaderOf(l *coordinationv1.Lease, observed time.Time, cfgTTL time.Duration,
 	if err != nil {
 		ld.Holder, ld.Instance, ld.TTL, ld.Err = dcs.UnknownHolder, "", cfgTTL, err
 	}
-	ld.Expired = !now.Before(observed.Add(ld.TTL))
+	ld.Expired = record.Expired(observed, ld.TTL, now)
 	return ld
 }
 

@@ -35,8 +35,8 @@ func (s *Store) AcquireLeader(ctx context.Context, ttl time.Duration) error {
 	if l != nil {
 		seen = l.rev
 		if l.holder != "" && !s.ours(l) {
-			if age := now.Sub(o.at); age < l.ttl {
-				return fmt.Errorf("%s: %w: held by %s, unchanged for %v of its %v ttl", op, dcs.ErrHeld, s.holderOf(l), age, l.ttl)
+			if !record.Expired(o.at, l.ttl, now) {
+				return fmt.Errorf("%s: %w: held by %s, unchanged for %v of its %v ttl", op, dcs.ErrHeld, s.holderOf(l), now.Sub(o.at), l.ttl)
 			}
 		}
 	}

@@ -171,14 +171,14 @@ func (s *Store) Cluster(ctx context.Context) (*dcs.Cluster, error) {
 		c.Leader = &dcs.Leader{
 			Holder: l.holder, Instance: l.instance, Version: version(l.rev), TTL: l.ttl,
 			AcquiredAt: l.acquiredAt, RenewedAt: l.renewedAt, Transitions: l.transitions,
-			ObservedAt: at, Expired: !now.Before(at.Add(l.ttl)),
+			ObservedAt: at, Expired: record.Expired(at, l.ttl, now),
 		}
 	}
 	for n, r := range v.members {
 		m := r.m
 		m.Version = version(r.rev)
 		m.ObservedAt = s.obs["members/"+n].at
-		m.Stale = !now.Before(m.ObservedAt.Add(r.ttl))
+		m.Stale = record.Expired(m.ObservedAt, r.ttl, now)
 		c.Members = append(c.Members, m)
 	}
 	sort.Slice(c.Members, func(i, j int) bool { return c.Members[i].Name < c.Members[j].Name })
