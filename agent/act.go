@@ -169,11 +169,11 @@ func (a *Agent) fenceSelf(ctx context.Context, kind, reason string) error {
 	}
 	wasLeading := a.hasDeadline()
 	a.setDeadline(time.Time{})
-	if wasLeading || a.role == RolePrimary {
+	if wasLeading || a.role == dcs.RolePrimary {
 		a.log.Warn("fenced local mysqld", zap.String("reason", reason))
 		a.labeler.Event(ctx, a.cfg.Name, eventWarning, "Fenced", reason)
 	}
-	a.setRole(ctx, RoleNone)
+	a.setRole(ctx, dcs.RoleUnknown)
 	return nil
 }
 
@@ -197,7 +197,7 @@ func (a *Agent) release(ctx context.Context, reason string) {
 	}
 	a.log.Warn("released the leader lock", zap.String("reason", reason))
 	a.labeler.Event(ctx, a.cfg.Name, eventWarning, "Demoted", "released the leader lock: "+reason)
-	a.setRole(ctx, RoleNone)
+	a.setRole(ctx, dcs.RoleUnknown)
 }
 
 // bootstrap records the cluster's config and identity while holding the lock
@@ -245,7 +245,7 @@ func (a *Agent) steadyPrimary(ctx context.Context, obs mysqlctl.Observation) {
 			a.log.Warn("setting source semi-sync failed", zap.Error(err))
 		}
 	}
-	a.setRole(ctx, RolePrimary)
+	a.setRole(ctx, dcs.RolePrimary)
 }
 
 func (a *Agent) semiSyncTimeout() time.Duration {

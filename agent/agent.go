@@ -57,7 +57,7 @@ type Agent struct {
 	// lastLeader is the last holder seen with a valid lock, for history:
 	// an etcd leader key vanishes with its lease, taking the name along.
 	lastLeader string
-	role       Role
+	role       dcs.Role
 	lastAction failover.Kind
 	errant     string
 	lastLag    *time.Duration
@@ -124,7 +124,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	if a.peerStatus == nil {
 		a.peerStatus = HTTPPeerStatus(&http.Client{})
 	}
-	a.metrics.setRole(RoleNone)
+	a.metrics.setRole(dcs.RoleUnknown)
 	return a, nil
 }
 
@@ -182,7 +182,7 @@ func (a *Agent) shutdown() {
 		// rather than after ttl.
 		a.release(ctx, "agent stopping")
 	}
-	a.setRole(ctx, RoleNone)
+	a.setRole(ctx, dcs.RoleUnknown)
 	for _, p := range a.peers {
 		closeDB(p)
 	}

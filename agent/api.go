@@ -64,11 +64,11 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 }
 
 func (a *Agent) isPrimary(st MemberStatus) bool {
-	return st.Role == string(RolePrimary) && st.HoldsLock && st.Writable
+	return st.Role == roleName(dcs.RolePrimary) && st.HoldsLock && st.Writable
 }
 
 func (a *Agent) isReplica(st MemberStatus, maxLag time.Duration) bool {
-	if st.Role != string(RoleReplica) || st.Replication != dcs.ReplicationRunning.String() {
+	if st.Role != roleName(dcs.RoleReplica) || st.Replication != dcs.ReplicationRunning.String() {
 		return false
 	}
 	return maxLag <= 0 || (st.LagSeconds != nil && time.Duration(*st.LagSeconds)*time.Second <= maxLag)

@@ -55,19 +55,11 @@ type Dialer func(ctx context.Context, addr string) (Database, error)
 // PeerStatus fetches a peer agent's live status from its API base URL.
 type PeerStatus func(ctx context.Context, apiURL string) (*MemberStatus, error)
 
-// Role is the pod role label value.
-type Role string
-
-const (
-	RoleNone    Role = ""
-	RolePrimary Role = "primary"
-	RoleReplica Role = "replica"
-)
-
 // Labeler writes pod role labels and Kubernetes Events. Without Kubernetes
 // the agent uses a no-op.
 type Labeler interface {
-	SetRole(ctx context.Context, pod string, role Role) error
+	// SetRole labels pod with role; dcs.RoleUnknown removes the role label.
+	SetRole(ctx context.Context, pod string, role dcs.Role) error
 	// RemovePrimary drops pod's role label only if it still says primary.
 	RemovePrimary(ctx context.Context, pod string) error
 	// Event records an event on pod; best effort, never fails the caller.
@@ -76,7 +68,7 @@ type Labeler interface {
 
 type noLabels struct{}
 
-func (noLabels) SetRole(context.Context, string, Role) error           { return nil }
+func (noLabels) SetRole(context.Context, string, dcs.Role) error       { return nil }
 func (noLabels) RemovePrimary(context.Context, string) error           { return nil }
 func (noLabels) Event(context.Context, string, string, string, string) {}
 

@@ -31,7 +31,7 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 	lm, ok := cl.Member(leader)
 	if !ok || lm.MySQLAddr == "" {
 		a.log.Info("leader has no member record yet; waiting", zap.String("leader", leader))
-		a.setRole(ctx, RoleNone)
+		a.setRole(ctx, dcs.RoleUnknown)
 		return
 	}
 	if !a.checkErrant(ctx, lm, obs) {
@@ -78,10 +78,10 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 		}
 	}
 	if r != nil && r.Broken() {
-		a.setRole(ctx, RoleNone)
+		a.setRole(ctx, dcs.RoleUnknown)
 		return
 	}
-	a.setRole(ctx, RoleReplica)
+	a.setRole(ctx, dcs.RoleReplica)
 }
 
 // checkErrant refuses to replicate from a source that lacks transactions we
@@ -131,7 +131,7 @@ func (a *Agent) checkErrant(ctx context.Context, leader dcs.Member, obs mysqlctl
 			a.labeler.Event(ctx, a.cfg.Name, eventWarning, "Errant", "errant transactions "+errant)
 		}
 		a.errant = errant
-		a.setRole(ctx, RoleNone)
+		a.setRole(ctx, dcs.RoleUnknown)
 		return false
 	}
 	a.errant = ""

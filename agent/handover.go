@@ -78,7 +78,7 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 	a.log.Info("handed the lock over", zap.String("target", target), zap.Duration("writes_stopped_for", stopped))
 	// Relabelled after the hand-over, not inside the write stop: the target
 	// drops our primary label itself before it unfences.
-	a.setRole(ctx, RoleNone)
+	a.setRole(ctx, dcs.RoleUnknown)
 	a.labeler.Event(ctx, a.cfg.Name, eventNormal, "Switchover", fmt.Sprintf("handed over to %s: %s", target, reason))
 	if sw := cl.Switchover; sw != nil {
 		a.store.ClearSwitchover(hctx, sw.Version)

@@ -36,11 +36,11 @@ type loopHarness struct {
 
 type fakeLabels struct {
 	mu     sync.Mutex
-	roles  map[string]Role
+	roles  map[string]dcs.Role
 	events []string
 }
 
-func (f *fakeLabels) SetRole(_ context.Context, pod string, r Role) error {
+func (f *fakeLabels) SetRole(_ context.Context, pod string, r dcs.Role) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.roles[pod] = r
@@ -50,8 +50,8 @@ func (f *fakeLabels) SetRole(_ context.Context, pod string, r Role) error {
 func (f *fakeLabels) RemovePrimary(_ context.Context, pod string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.roles[pod] == RolePrimary {
-		f.roles[pod] = RoleNone
+	if f.roles[pod] == dcs.RolePrimary {
+		f.roles[pod] = dcs.RoleUnknown
 	}
 	return nil
 }
@@ -62,7 +62,7 @@ func (f *fakeLabels) Event(_ context.Context, pod, _, reason, _ string) {
 	f.events = append(f.events, pod+":"+reason)
 }
 
-func (f *fakeLabels) role(pod string) Role {
+func (f *fakeLabels) role(pod string) dcs.Role {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.roles[pod]
@@ -72,7 +72,7 @@ func newLoopHarness(t *testing.T, names ...string) *loopHarness {
 	h := &loopHarness{
 		t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)),
 		srv: memory.NewServer("test"), mysql: newFakeMySQL(names...),
-		labels: &fakeLabels{roles: map[string]Role{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
+		labels: &fakeLabels{roles: map[string]dcs.Role{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
 		ctx: context.Background(),
 	}
 	for _, n := range names {
@@ -168,7 +168,7 @@ func (h *loopHarness) expectPrimary(name string) {
 	if got := h.holder(); got != name {
 		h.t.Fatalf("lock holder %q, want %q", got, name)
 	}
-	if got := h.labels.role(name); got != RolePrimary {
+	if got := h.labels.role(name); got != dcs.RolePrimary {
 		h.t.Fatalf("%s labelled %q, want primary", name, got)
 	}
 }
@@ -179,7 +179,7 @@ func (h *loopHarness) expectReplicaOf(name, leader string) {
 	if d.source != l.addr || !d.ioRunning || !d.readOnly {
 		h.t.Fatalf("%s: source %q io %v read-only %v; want a read-only replica of %s (%s)", name, d.source, d.ioRunning, d.readOnly, leader, l.addr)
 	}
-	if got := h.labels.role(name); got != RoleReplica {
+	if got := h.labels.role(name); got != dcs.RoleReplica {
 		h.t.Fatalf("%s labelled %q, want replica", name, got)
 	}
 }
@@ -258,7 +258,7 @@ func TestLoopMysqldDeathReleasesLockAtOnce(t *testing.T) {
 	}
 	h.expectPrimary("db2") // equal histories: the lower name wins at once
 	h.expectReplicaOf("db3", "db2")
-	if h.labels.role("db1") == RolePrimary {
+	if h.labels.role("db1") == dcs.RolePrimary {
 		t.Fatal("dead primary kept its primary label")
 	}
 	cl, _ := h.agents["db3"].store.Cluster(h.ctx)

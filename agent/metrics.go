@@ -2,6 +2,8 @@ package agent
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mysqlha/mysqlha/dcs"
 )
 
 // MetricsPrefix prefixes every metric of the agent.
@@ -62,16 +64,12 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 	return m
 }
 
-func (m *Metrics) setRole(r Role) {
-	for _, x := range []Role{RolePrimary, RoleReplica, RoleNone} {
+func (m *Metrics) setRole(r dcs.Role) {
+	for _, x := range []dcs.Role{dcs.RolePrimary, dcs.RoleReplica, dcs.RoleUnknown} {
 		v := 0.0
 		if x == r {
 			v = 1
 		}
-		name := string(x)
-		if x == RoleNone {
-			name = "none"
-		}
-		m.Role.WithLabelValues(name).Set(v)
+		m.Role.WithLabelValues(roleName(x)).Set(v)
 	}
 }

@@ -134,7 +134,7 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 	writable := a.clock.Now()
 	a.log.Info("promoted: mysqld is writable")
 	a.labeler.Event(ctx, a.cfg.Name, eventNormal, "Promoted", "became the writable primary")
-	a.setRole(ctx, RolePrimary)
+	a.setRole(ctx, dcs.RolePrimary)
 	a.recordFailover(ctx, writable)
 	return false
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mysqlha/mysqlha/dcs"
 )
 
 // TestLoopRandomFaultsNeverSplitTheBrain injects hundreds of faults in a
@@ -103,7 +105,7 @@ func TestLoopRandomFaultsNeverSplitTheBrain(t *testing.T) {
 		t.Fatalf("after healing: writable %v, holder %q; want exactly the holder writable", w, h.holder())
 	}
 	for _, n := range names {
-		if n != w[0] && h.labels.role(n) == RolePrimary {
+		if n != w[0] && h.labels.role(n) == dcs.RolePrimary {
 			t.Errorf("%s still labelled primary", n)
 		}
 	}

@@ -16,6 +16,15 @@ import (
 	"github.com/mysqlha/mysqlha/mysqlctl"
 )
 
+// roleName is a role as /status and the role metric name it: "primary",
+// "replica", or "none" for dcs.RoleUnknown (no pod role label).
+func roleName(r dcs.Role) string {
+	if r == dcs.RoleUnknown {
+		return "none"
+	}
+	return r.String()
+}
+
 // MemberStatus is this member as served by GET /status, and as peers read it
 // when ranking failover candidates.
 type MemberStatus struct {
@@ -64,14 +73,11 @@ func replicationState(obs mysqlctl.Observation, localErr error) dcs.ReplicationS
 
 func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.Cluster, action failover.Action) {
 	st := MemberStatus{
-		Name: a.cfg.Name, Instance: a.instance, Cluster: a.cfg.Cluster, Role: string(a.role), HoldsLock: a.hasDeadline(),
+		Name: a.cfg.Name, Instance: a.instance, Cluster: a.cfg.Cluster, Role: roleName(a.role), HoldsLock: a.hasDeadline(),
 		Duplicate: a.duplicate,
 		Healthy:   localErr == nil, Writable: localErr == nil && obs.Status.Writable(),
 		GTIDExecuted: obs.Status.GTIDExecuted, Replication: replicationState(obs, localErr).String(),
 		Errant: a.errant, Action: action.Kind.String(), Reason: action.Reason, LastLoop: a.clock.Now().UTC().Format(time.RFC3339Nano),
-	}
-	if st.Role == "" {
-		st.Role = "none"
 	}
 	if localErr != nil {
 		st.Error = localErr.Error()
@@ -118,13 +124,7 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	m := dcs.Member{
 		Name: a.cfg.Name, Instance: a.instance, APIURL: a.cfg.APIURL, MySQLAddr: a.cfg.MySQLAddr,
 		GTIDExecuted: st.GTIDExecuted, GTIDRetrieved: st.GTIDRetrieved, NoFailover: a.cfg.NoFailover,
-		FailoverPriority: a.cfg.FailoverPriority, Lag: a.lastLag,
-	}
-	switch a.role {
-	case RolePrimary:
-		m.Role = dcs.RolePrimary
-	case RoleReplica:
-		m.Role = dcs.RoleReplica
+		FailoverPriority: a.cfg.FailoverPriority, Lag: a.lastLag, Role: a.role,
 	}
 	m.Replication = replicationState(obs, localErr)
 	if r := obs.Replica; localErr == nil && r != nil && r.Broken() {
@@ -167,17 +167,17 @@ func (a *Agent) updateLagTransactions(cl *dcs.Cluster, st MemberStatus) {
 }
 
 // setRole records our role and relabels our pod when it changed.
-func (a *Agent) setRole(ctx context.Context, r Role) {
+func (a *Agent) setRole(ctx context.Context, r dcs.Role) {
 	if r == a.role {
 		return
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	if err := a.labeler.SetRole(cctx, a.cfg.Name, r); err != nil {
-		a.log.Warn("relabelling our pod failed", zap.String("role", string(r)), zap.Error(err))
+		a.log.Warn("relabelling our pod failed", zap.String("role", roleName(r)), zap.Error(err))
 		return // retried at the next change of mind or iteration
 	}
-	a.log.Info("role changed", zap.String("from", string(a.role)), zap.String("to", string(r)))
+	a.log.Info("role changed", zap.String("from", roleName(a.role)), zap.String("to", roleName(r)))
 	a.role = r
 	a.metrics.setRole(r)
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/mysqlha/mysqlha/agent"
+	"github.com/mysqlha/mysqlha/dcs"
 )
 
 // The PromQL check of the alert rules and the dashboard. It is a lexer with
@@ -125,7 +125,7 @@ func checkPromQL(t errorer, what, expr string, series map[string]agentMetric, gr
 		grouped   []string
 		stack     []string // open brackets; "(g" is a grouping list
 		current   string   // the metric whose {matchers} follow
-		roleNames = []string{string(agent.RolePrimary), string(agent.RoleReplica), "none"}
+		roleNames = []string{dcs.RolePrimary.String(), dcs.RoleReplica.String(), "none"}
 	)
 	for _, l := range targetLabels {
 		labelsIn[l] = true

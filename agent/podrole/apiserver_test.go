@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mysqlha/mysqlha/agent/podrole"
+	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
 )
 
@@ -196,13 +197,13 @@ func (e *env) testSetRoleRoundTrip(t *testing.T) {
 	}
 
 	// want is built per step: base grows as another writer adds labels.
-	want := func(r podrole.Role) map[string]string {
-		if r == podrole.RoleNone {
+	want := func(r dcs.Role) map[string]string {
+		if r == dcs.RoleUnknown {
 			return with(podrole.DefaultClusterLabel, cluster)
 		}
 		return with(podrole.DefaultClusterLabel, cluster, podrole.DefaultRoleLabel, r.String())
 	}
-	for _, role := range []podrole.Role{podrole.RolePrimary, podrole.RoleReplica, podrole.RoleNone, podrole.RolePrimary} {
+	for _, role := range []dcs.Role{dcs.RolePrimary, dcs.RoleReplica, dcs.RoleUnknown, dcs.RolePrimary} {
 		if err := l.SetRole(c, "db-0", cluster, role); err != nil {
 			t.Fatalf("SetRole(%s): %v", role, err)
 		}
@@ -225,10 +226,10 @@ func (e *env) testSetRoleRoundTrip(t *testing.T) {
 		}
 	}
 	// The last step's other-writer label is still there after a role change.
-	if err := l.SetRole(c, "db-0", cluster, podrole.RoleReplica); err != nil {
+	if err := l.SetRole(c, "db-0", cluster, dcs.RoleReplica); err != nil {
 		t.Fatal(err)
 	}
-	wantLabels(t, "final", e.get(t, ns, "db-0"), want(podrole.RoleReplica))
+	wantLabels(t, "final", e.get(t, ns, "db-0"), want(dcs.RoleReplica))
 }
 
 func (e *env) testSetRoleCustomKeys(t *testing.T) {
@@ -239,13 +240,13 @@ func (e *env) testSetRoleCustomKeys(t *testing.T) {
 	keys := podrole.LabelKeys{Cluster: "app.kubernetes.io/instance", Role: "example.com/db-role"}
 	l := labeler(t, e.admin, ns, keys, nil)
 	c := ctx(t)
-	if err := l.SetRole(c, "db-0", "orders", podrole.RolePrimary); err != nil {
+	if err := l.SetRole(c, "db-0", "orders", dcs.RolePrimary); err != nil {
 		t.Fatal(err)
 	}
 	wantLabels(t, "custom keys", e.get(t, ns, "db-0"),
 		map[string]string{"app": "db", "app.kubernetes.io/instance": "orders", "example.com/db-role": "primary"})
 	// A pod with no labels at all (labels map absent in JSON).
-	if err := l.SetRole(c, "db-1", "orders", podrole.RoleReplica); err != nil {
+	if err := l.SetRole(c, "db-1", "orders", dcs.RoleReplica); err != nil {
 		t.Fatal(err)
 	}
 	wantLabels(t, "no labels before", e.get(t, ns, "db-1"),
@@ -262,7 +263,7 @@ func (e *env) testSetRoleMissingPod(t *testing.T) {
 	t.Parallel()
 	ns := e.namespace(t)
 	l := labeler(t, e.admin, ns, podrole.LabelKeys{}, nil)
-	err := l.SetRole(ctx(t), "ghost", cluster, podrole.RolePrimary)
+	err := l.SetRole(ctx(t), "ghost", cluster, dcs.RolePrimary)
 	if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "labelling pod ghost as primary: ") {
 		t.Fatalf("SetRole on a missing pod: %v, want a wrapped 404", err)
 	}
@@ -326,7 +327,7 @@ func (e *env) testRemovePrimaryRacesRelabel(t *testing.T) {
 		var errRemove, errSet error
 		wg.Add(2)
 		go func() { defer wg.Done(); errRemove = newLeader.RemovePrimary(c, name) }()
-		go func() { defer wg.Done(); errSet = oldLeader.SetRole(c, name, cluster, podrole.RoleReplica) }()
+		go func() { defer wg.Done(); errSet = oldLeader.SetRole(c, name, cluster, dcs.RoleReplica) }()
 		wg.Wait()
 		if errRemove != nil || errSet != nil {
 			t.Fatalf("round %d: RemovePrimary: %v, SetRole: %v", i, errRemove, errSet)
@@ -415,7 +416,7 @@ func (e *env) testLeastPrivilegeSuffices(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	l := labeler(t, e.unpriv, ns, podrole.LabelKeys{}, zap.New(core))
 	c := ctx(t)
-	for _, r := range []podrole.Role{podrole.RolePrimary, podrole.RoleReplica, podrole.RoleNone, podrole.RolePrimary} {
+	for _, r := range []dcs.Role{dcs.RolePrimary, dcs.RoleReplica, dcs.RoleUnknown, dcs.RolePrimary} {
 		if err := l.SetRole(c, "db-0", cluster, r); err != nil {
 			t.Fatalf("SetRole(%s) with RBACRules: %v", r, err)
 		}
@@ -485,7 +486,7 @@ func (e *env) testForbidden(t *testing.T) {
 					}
 				}
 			}
-			check("SetRole", l.SetRole(c, "db-0", cluster, podrole.RoleReplica), tc.setRoleErr)
+			check("SetRole", l.SetRole(c, "db-0", cluster, dcs.RoleReplica), tc.setRoleErr)
 			// After a failed SetRole the label is still primary: RemovePrimary has work.
 			check("RemovePrimary", l.RemovePrimary(c, "db-0"), tc.removeErr)
 			l.Event(c, "db-0", podrole.EventTypeNormal, podrole.ReasonDemoted, "forbidden test")

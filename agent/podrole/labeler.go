@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/mysqlha/mysqlha/dcs"
 )
 
 const (
@@ -36,36 +38,45 @@ const (
 // text names the verb, the resource and the namespace.
 var ErrForbidden = errors.New("podrole: forbidden by RBAC")
 
-// Role is the value of a pod's role label.
-type Role int
-
+// The values of the role label. They are what the Services select on, so
+// they are spelled here rather than taken from dcs.Role's String.
 const (
-	// RoleNone means no role label: the member is not healthy enough to
-	// receive traffic (unhealthy, errant, fenced, starting).
-	RoleNone Role = iota
-	// RolePrimary is the label value "primary", selected by the primary
-	// Service.
-	RolePrimary
-	// RoleReplica is the label value "replica", selected by the replicas
-	// Service.
-	RoleReplica
+	// LabelPrimary marks dcs.RolePrimary; the primary Service selects it.
+	LabelPrimary = "primary"
+	// LabelReplica marks dcs.RoleReplica; the replicas Service selects it.
+	LabelReplica = "replica"
+	// noLabel names the absent label in logs and errors.
+	noLabel = "none"
 )
 
-// String returns the label value ("primary", "replica"), or "none".
-func (r Role) String() string {
-	switch r {
-	case RoleNone:
-		return "none"
-	case RolePrimary:
-		return "primary"
-	case RoleReplica:
-		return "replica"
-	default:
-		return fmt.Sprintf("Role(%d)", int(r))
+// labelValue is role's label value. dcs.RoleUnknown has none (ok true,
+// value ""): the member is not healthy enough to receive traffic (unhealthy,
+// errant, fenced, starting), so its role label is removed. ok is false for a
+// role outside dcs's enum.
+func labelValue(role dcs.Role) (value string, ok bool) {
+	switch role {
+	case dcs.RoleUnknown:
+		return "", true
+	case dcs.RolePrimary:
+		return LabelPrimary, true
+	case dcs.RoleReplica:
+		return LabelReplica, true
 	}
+	return "", false
 }
 
-func (r Role) valid() bool { return r >= RoleNone && r <= RoleReplica }
+// roleName is role as logs and errors name it: its label value, "none"
+// for no label.
+func roleName(role dcs.Role) string {
+	v, ok := labelValue(role)
+	switch {
+	case !ok:
+		return role.String()
+	case v == "":
+		return noLabel
+	}
+	return v
+}
 
 // LabelKeys are the keys of the labels the Labeler writes. An empty field
 // takes its default (DefaultClusterLabel, DefaultRoleLabel).
@@ -214,19 +225,19 @@ func newLabeler(client Client, namespace string, keys LabelKeys, reporter string
 func (l *Labeler) Keys() LabelKeys { return l.keys }
 
 // SetRole makes pod carry the cluster label = cluster and the role label =
-// role; RoleNone removes the role label (the cluster label stays). It reads
+// role; dcs.RoleUnknown removes the role label (the cluster label stays). It reads
 // the pod (GET) and writes only if the labels differ, with a JSON merge patch
 // of exactly those two labels, so calling it every loop costs one read and
 // no write. The write is unconditional (no resourceVersion): the pod's own
 // agent is the authority on its role, and the last word should be its.
-func (l *Labeler) SetRole(ctx context.Context, pod, cluster string, role Role) error {
+func (l *Labeler) SetRole(ctx context.Context, pod, cluster string, role dcs.Role) error {
 	if err := l.setRole(ctx, pod, cluster, role); err != nil {
-		return fmt.Errorf("labelling pod %s as %s: %w", pod, role, err)
+		return fmt.Errorf("labelling pod %s as %s: %w", pod, roleName(role), err)
 	}
 	return nil
 }
 
-func (l *Labeler) setRole(ctx context.Context, pod, cluster string, role Role) error {
+func (l *Labeler) setRole(ctx context.Context, pod, cluster string, role dcs.Role) error {
 	if err := validatePodName(pod); err != nil {
 		return err
 	}
@@ -236,7 +247,8 @@ func (l *Labeler) setRole(ctx context.Context, pod, cluster string, role Role) e
 	if errs := validation.IsValidLabelValue(cluster); len(errs) > 0 {
 		return fmt.Errorf("cluster name %q is not a valid label value: %s", cluster, strings.Join(errs, "; "))
 	}
-	if !role.valid() {
+	value, ok := labelValue(role)
+	if !ok {
 		return fmt.Errorf("unknown role %s", role)
 	}
 	// A quorum read rather than the watch cache (resourceVersion "0"): a
@@ -246,10 +258,10 @@ func (l *Labeler) setRole(ctx context.Context, pod, cluster string, role Role) e
 	if err != nil {
 		return l.apiError(err, "get", "pods")
 	}
-	if hasLabels(cur.Labels, l.keys, cluster, role) {
+	if hasLabels(cur.Labels, l.keys, cluster, value) {
 		return nil
 	}
-	patch, err := setRolePatch(l.keys, cluster, role)
+	patch, err := setRolePatch(l.keys, cluster, value)
 	if err != nil {
 		return err
 	}
@@ -258,7 +270,7 @@ func (l *Labeler) setRole(ctx context.Context, pod, cluster string, role Role) e
 	}
 	l.log.Info("pod role label set",
 		zap.String("pod", pod), zap.String("cluster", cluster),
-		zap.String("from", roleOf(cur.Labels, l.keys)), zap.Stringer("to", role))
+		zap.String("from", roleOf(cur.Labels, l.keys)), zap.String("to", roleName(role)))
 	return nil
 }
 
@@ -315,31 +327,32 @@ func validatePodName(pod string) error {
 	return nil
 }
 
-// hasLabels reports whether labels already are what SetRole would write.
-func hasLabels(labels map[string]string, k LabelKeys, cluster string, role Role) bool {
+// hasLabels reports whether labels already are what SetRole would write;
+// value "" is no role label.
+func hasLabels(labels map[string]string, k LabelKeys, cluster, value string) bool {
 	if c, ok := labels[k.Cluster]; !ok || c != cluster {
 		return false
 	}
 	v, ok := labels[k.Role]
-	if role == RoleNone {
+	if value == "" {
 		return !ok
 	}
-	return ok && v == role.String()
+	return ok && v == value
 }
 
 func roleOf(labels map[string]string, k LabelKeys) string {
 	if v, ok := labels[k.Role]; ok {
 		return v
 	}
-	return RoleNone.String()
+	return noLabel
 }
 
 // setRolePatch is the JSON merge patch (RFC 7386) of SetRole: the two labels
-// and nothing else; null deletes the role label.
-func setRolePatch(k LabelKeys, cluster string, role Role) ([]byte, error) {
+// and nothing else; value "" becomes null, which deletes the role label.
+func setRolePatch(k LabelKeys, cluster, value string) ([]byte, error) {
 	var roleValue any // nil marshals to null
-	if role != RoleNone {
-		roleValue = role.String()
+	if value != "" {
+		roleValue = value
 	}
 	return json.Marshal(map[string]any{
 		"metadata": map[string]any{
@@ -352,7 +365,7 @@ func setRolePatch(k LabelKeys, cluster string, role Role) ([]byte, error) {
 func removePrimaryPatch(k LabelKeys) ([]byte, error) {
 	path := "/metadata/labels/" + escapeJSONPointer(k.Role)
 	return json.Marshal([]map[string]any{
-		{"op": "test", "path": path, "value": RolePrimary.String()},
+		{"op": "test", "path": path, "value": LabelPrimary},
 		{"op": "remove", "path": path},
 	})
 }

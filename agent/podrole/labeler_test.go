@@ -19,12 +19,27 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+
+	"github.com/mysqlha/mysqlha/dcs"
 )
 
-func TestRoleString(t *testing.T) {
-	for r, want := range map[Role]string{RoleNone: "none", RolePrimary: "primary", RoleReplica: "replica", Role(7): "Role(7)"} {
-		if got := r.String(); got != want {
-			t.Errorf("Role(%d).String() = %q, want %q", int(r), got, want)
+func TestLabelValue(t *testing.T) {
+	for _, tc := range []struct {
+		role      dcs.Role
+		value     string
+		ok        bool
+		logAsName string
+	}{
+		{dcs.RoleUnknown, "", true, "none"},
+		{dcs.RolePrimary, "primary", true, "primary"},
+		{dcs.RoleReplica, "replica", true, "replica"},
+		{dcs.Role(7), "", false, "Role(7)"},
+	} {
+		if v, ok := labelValue(tc.role); v != tc.value || ok != tc.ok {
+			t.Errorf("labelValue(%d) = %q, %v; want %q, %v", tc.role, v, ok, tc.value, tc.ok)
+		}
+		if got := roleName(tc.role); got != tc.logAsName {
+			t.Errorf("roleName(%d) = %q, want %q", tc.role, got, tc.logAsName)
 		}
 	}
 }
@@ -32,15 +47,16 @@ func TestRoleString(t *testing.T) {
 func TestSetRolePatchBody(t *testing.T) {
 	keys := LabelKeys{}.withDefaults()
 	for _, tc := range []struct {
-		role Role
+		role dcs.Role
 		want string
 	}{
-		{RolePrimary, `{"metadata":{"labels":{"mysqlha.io/cluster":"c1","mysqlha.io/role":"primary"}}}`},
-		{RoleReplica, `{"metadata":{"labels":{"mysqlha.io/cluster":"c1","mysqlha.io/role":"replica"}}}`},
+		{dcs.RolePrimary, `{"metadata":{"labels":{"mysqlha.io/cluster":"c1","mysqlha.io/role":"primary"}}}`},
+		{dcs.RoleReplica, `{"metadata":{"labels":{"mysqlha.io/cluster":"c1","mysqlha.io/role":"replica"}}}`},
 		// null deletes the key in a JSON merge patch.
-		{RoleNone, `{"metadata":{"labels":{"mysqlha.io/cluster":"c1","mysqlha.io/role":null}}}`},
+		{dcs.RoleUnknown, `{"metadata":{"labels":{"mysqlha.io/cluster":"c1","mysqlha.io/role":null}}}`},
 	} {
-		got, err := setRolePatch(keys, "c1", tc.role)
+		value, _ := labelValue(tc.role)
+		got, err := setRolePatch(keys, "c1", value)
 		if err != nil || string(got) != tc.want {
 			t.Errorf("setRolePatch(%s) = %s, %v; want %s", tc.role, got, err, tc.want)
 		}
@@ -141,11 +157,11 @@ func TestSetRoleWritesOnlyOnChange(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: "ns"}}
 	l, cs := newFakeLabeler(t, pod)
 	steps := []struct {
-		role       Role
+		role       dcs.Role
 		wantPatchs int // cumulative
 	}{
-		{RolePrimary, 1}, {RolePrimary, 1}, {RoleReplica, 2}, {RoleReplica, 2},
-		{RoleNone, 3}, {RoleNone, 3}, {RolePrimary, 4},
+		{dcs.RolePrimary, 1}, {dcs.RolePrimary, 1}, {dcs.RoleReplica, 2}, {dcs.RoleReplica, 2},
+		{dcs.RoleUnknown, 3}, {dcs.RoleUnknown, 3}, {dcs.RolePrimary, 4},
 	}
 	for i, s := range steps {
 		if err := l.SetRole(ctx, "db-0", "c1", s.role); err != nil {
@@ -156,7 +172,7 @@ func TestSetRoleWritesOnlyOnChange(t *testing.T) {
 		}
 	}
 	// A different cluster label is a change too.
-	if err := l.SetRole(ctx, "db-0", "c2", RolePrimary); err != nil || countActions(cs, "patch") != 5 {
+	if err := l.SetRole(ctx, "db-0", "c2", dcs.RolePrimary); err != nil || countActions(cs, "patch") != 5 {
 		t.Fatalf("SetRole with a new cluster: err %v, %d patches, want 5", err, countActions(cs, "patch"))
 	}
 }
@@ -169,13 +185,13 @@ func TestInvalidInputMakesNoRequest(t *testing.T) {
 		err     error
 		wantErr string
 	}{
-		{"uppercase pod", l.SetRole(ctx, "DB-0", "c1", RolePrimary), `labelling pod DB-0 as primary: invalid pod name "DB-0"`},
-		{"empty pod", l.SetRole(ctx, "", "c1", RolePrimary), `invalid pod name ""`},
-		{"slash pod", l.SetRole(ctx, "../db-0", "c1", RoleReplica), `invalid pod name "../db-0"`},
-		{"long pod", l.SetRole(ctx, strings.Repeat("a", 254), "c1", RoleReplica), "invalid pod name"},
-		{"empty cluster", l.SetRole(ctx, "db-0", "", RolePrimary), "empty cluster name"},
-		{"bad cluster", l.SetRole(ctx, "db-0", "a b", RolePrimary), `cluster name "a b" is not a valid label value`},
-		{"bad role", l.SetRole(ctx, "db-0", "c1", Role(9)), "unknown role Role(9)"},
+		{"uppercase pod", l.SetRole(ctx, "DB-0", "c1", dcs.RolePrimary), `labelling pod DB-0 as primary: invalid pod name "DB-0"`},
+		{"empty pod", l.SetRole(ctx, "", "c1", dcs.RolePrimary), `invalid pod name ""`},
+		{"slash pod", l.SetRole(ctx, "../db-0", "c1", dcs.RoleReplica), `invalid pod name "../db-0"`},
+		{"long pod", l.SetRole(ctx, strings.Repeat("a", 254), "c1", dcs.RoleReplica), "invalid pod name"},
+		{"empty cluster", l.SetRole(ctx, "db-0", "", dcs.RolePrimary), "empty cluster name"},
+		{"bad cluster", l.SetRole(ctx, "db-0", "a b", dcs.RolePrimary), `cluster name "a b" is not a valid label value`},
+		{"bad role", l.SetRole(ctx, "db-0", "c1", dcs.Role(9)), "unknown role Role(9)"},
 		{"remove bad pod", l.RemovePrimary(ctx, "db_0"), `removing primary label of pod db_0: invalid pod name "db_0"`},
 	} {
 		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.wantErr) {

@@ -222,15 +222,8 @@ type podLabels struct {
 	cluster string
 }
 
-func (p podLabels) SetRole(ctx context.Context, pod string, r agent.Role) error {
-	role := podrole.RoleNone
-	switch r {
-	case agent.RolePrimary:
-		role = podrole.RolePrimary
-	case agent.RoleReplica:
-		role = podrole.RoleReplica
-	}
-	return p.l.SetRole(ctx, pod, p.cluster, role)
+func (p podLabels) SetRole(ctx context.Context, pod string, r dcs.Role) error {
+	return p.l.SetRole(ctx, pod, p.cluster, r)
 }
 
 func (p podLabels) RemovePrimary(ctx context.Context, pod string) error {
