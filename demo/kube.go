@@ -48,6 +48,8 @@ const (
 	showTimeout = 20 * time.Second
 )
 
+// kubeBackend is the Kubernetes mode's DCS: a kube-apiserver and
+// kube-controller-manager as child processes, and the cluster's objects.
 type kubeBackend struct {
 	cfg     Config
 	dir     string
@@ -60,6 +62,8 @@ type kubeBackend struct {
 	// Kubeconfigs: the admin's (agentctl) and the agents' (their Role only).
 	adminKubeconfig, agentKubeconfig string
 }
+
+var _ backend = (*kubeBackend)(nil)
 
 func (k *kubeBackend) primaryService() string  { return k.cfg.Cluster + "-primary" }
 func (k *kubeBackend) replicasService() string { return k.cfg.Cluster + "-replicas" }
