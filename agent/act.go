@@ -40,7 +40,7 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 	case failover.ReleaseLock:
 		a.release(ctx, action.Reason)
 		if action.StandDown {
-			a.standDownUntil = a.clock.Now().Add(2 * a.config.TTL)
+			a.standDownUntil = a.clock.Now().Add(2 * a.clusterConfig.TTL)
 		}
 	case failover.Bootstrap:
 		if !a.hasDeadline() && !a.acquire(ctx) {
@@ -52,7 +52,7 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 		if o.cl.Leader != nil && o.cl.Leader.Holder != dcs.UnknownHolder {
 			from = o.cl.Leader.Holder
 		}
-		if from == a.cfg.Name {
+		if from == a.self.Name {
 			from = ""
 		}
 		detected := a.leaderlessSince
@@ -61,7 +61,7 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 		}
 		a.failoverFrom = &failoverStart{from: from, detected: detected, acquired: a.clock.Now()}
 		a.metrics.Failovers.Inc()
-		a.labeler.Event(ctx, a.cfg.Name, eventNormal, "LeaderLost", fmt.Sprintf("took the lock from lost leader %q: %s", from, action.Reason))
+		a.labeler.Event(ctx, a.self.Name, eventNormal, "LeaderLost", fmt.Sprintf("took the lock from lost leader %q: %s", from, action.Reason))
 		return true
 	case failover.Lead:
 		hadDeadline := a.hasDeadline()
@@ -98,7 +98,7 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 // renewIfDue renews the lock when half a loop_wait has passed since the last
 // renewal, or when we hold no deadline of our own yet.
 func (a *Agent) renewIfDue(ctx context.Context) bool {
-	if a.clock.Since(a.lastRenewStart) < a.config.LoopWait/2 && a.hasDeadline() {
+	if a.clock.Since(a.lastRenewStart) < a.clusterConfig.LoopWait/2 && a.hasDeadline() {
 		return true
 	}
 	return a.renew(ctx)
@@ -109,7 +109,7 @@ func (a *Agent) renewIfDue(ctx context.Context) bool {
 func (a *Agent) renew(ctx context.Context) bool {
 	start := a.clock.Now()
 	cctx, cancel := a.callCtx(ctx)
-	err := a.store.RenewLeader(cctx, a.config.TTL)
+	err := a.store.RenewLeader(cctx, a.clusterConfig.TTL)
 	cancel()
 	if err != nil {
 		a.metrics.RenewFailures.Inc()
@@ -124,7 +124,7 @@ func (a *Agent) renew(ctx context.Context) bool {
 	}
 	a.metrics.RenewLatency.Observe(a.clock.Since(start).Seconds())
 	a.lastRenewStart = start
-	a.setDeadline(start.Add(a.config.TTL - a.config.SafetyMargin))
+	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))
 	a.metrics.IsLeader.Set(1)
 	return true
 }
@@ -132,7 +132,7 @@ func (a *Agent) renew(ctx context.Context) bool {
 func (a *Agent) acquire(ctx context.Context) bool {
 	start := a.clock.Now()
 	cctx, cancel := a.callCtx(ctx)
-	err := a.store.AcquireLeader(cctx, a.config.TTL)
+	err := a.store.AcquireLeader(cctx, a.clusterConfig.TTL)
 	cancel()
 	if err != nil {
 		if !errors.Is(err, dcs.ErrHeld) && !errors.Is(err, dcs.ErrConflict) {
@@ -142,7 +142,7 @@ func (a *Agent) acquire(ctx context.Context) bool {
 		return false
 	}
 	a.lastRenewStart = start
-	a.setDeadline(start.Add(a.config.TTL - a.config.SafetyMargin))
+	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))
 	a.metrics.IsLeader.Set(1)
 	a.log.Info("won the leader lock")
 	return true
@@ -171,7 +171,7 @@ func (a *Agent) fenceSelf(ctx context.Context, kind, reason string) error {
 	a.setDeadline(time.Time{})
 	if wasLeading || a.role == dcs.RolePrimary {
 		a.log.Warn("fenced local mysqld", zap.String("reason", reason))
-		a.labeler.Event(ctx, a.cfg.Name, eventWarning, "Fenced", reason)
+		a.labeler.Event(ctx, a.self.Name, eventWarning, "Fenced", reason)
 	}
 	a.setRole(ctx, dcs.RoleUnknown)
 	return nil
@@ -196,7 +196,7 @@ func (a *Agent) release(ctx context.Context, reason string) {
 		return
 	}
 	a.log.Warn("released the leader lock", zap.String("reason", reason))
-	a.labeler.Event(ctx, a.cfg.Name, eventWarning, "Demoted", "released the leader lock: "+reason)
+	a.labeler.Event(ctx, a.self.Name, eventWarning, "Demoted", "released the leader lock: "+reason)
 	a.setRole(ctx, dcs.RoleUnknown)
 }
 
@@ -208,7 +208,7 @@ func (a *Agent) bootstrap(ctx context.Context, cl *dcs.Cluster) bool {
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	if cl.ConfigVersion == "" {
-		err := a.store.SetConfig(cctx, a.cfg.Bootstrap, "")
+		err := a.store.SetConfig(cctx, a.self.Bootstrap, "")
 		if err != nil && !errors.Is(err, dcs.ErrConflict) {
 			a.log.Error("storing the bootstrap config failed; retrying before the cluster is initialised", zap.Error(err))
 			return false
@@ -223,7 +223,7 @@ func (a *Agent) bootstrap(ctx context.Context, cl *dcs.Cluster) bool {
 	if id == "" {
 		id = fmt.Sprintf("mariadb-server-%d", st.Status.ServerID)
 	}
-	err = a.store.SetInitialized(cctx, dcs.Initialized{ClusterID: id, FirstGTID: st.Status.GTIDExecuted, Bootstrapper: a.cfg.Name})
+	err = a.store.SetInitialized(cctx, dcs.Initialized{ClusterID: id, FirstGTID: st.Status.GTIDExecuted, Bootstrapper: a.self.Name})
 	if err != nil && !errors.Is(err, dcs.ErrExists) {
 		a.log.Error("recording the cluster identity failed; retrying", zap.Error(err))
 		return false
@@ -239,7 +239,7 @@ func (a *Agent) bootstrap(ctx context.Context, cl *dcs.Cluster) bool {
 func (a *Agent) steadyPrimary(ctx context.Context, obs mysqlctl.Observation) {
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
-	want := a.config.SemiSync != dcs.SemiSyncOff
+	want := a.clusterConfig.SemiSync != dcs.SemiSyncOff
 	if obs.Status.SemiSync.SourceEnabled != want || (want && obs.Status.SemiSync.SourceTimeout != a.semiSyncTimeout()) {
 		if err := a.db.SetSemiSyncSource(cctx, want, a.semiSyncTimeout(), 1); err != nil {
 			a.log.Warn("setting source semi-sync failed", zap.Error(err))
@@ -249,12 +249,12 @@ func (a *Agent) steadyPrimary(ctx context.Context, obs mysqlctl.Observation) {
 }
 
 func (a *Agent) semiSyncTimeout() time.Duration {
-	if a.config.SemiSync == dcs.SemiSyncStrict {
+	if a.clusterConfig.SemiSync == dcs.SemiSyncStrict {
 		// Effectively never fall back to asynchronous.
 		return 365 * 24 * time.Hour
 	}
-	if a.cfg.SemiSyncTimeout > 0 {
-		return a.cfg.SemiSyncTimeout
+	if a.self.SemiSyncTimeout > 0 {
+		return a.self.SemiSyncTimeout
 	}
 	return 10 * time.Second
 }
@@ -286,12 +286,12 @@ func (a *Agent) fenceOthers(ctx context.Context, names []string, peers map[strin
 	return a.onPeers(ctx, names, peers, func(cctx context.Context, name string, p Database) error {
 		if err := a.fenceAndKill(cctx, p); err != nil {
 			a.log.Error("fencing a writable member failed", zap.String("peer", name), zap.Error(err))
-			a.labeler.Event(ctx, a.cfg.Name, eventWarning, "FenceFailed", fmt.Sprintf("could not fence writable member %s: %v", name, err))
+			a.labeler.Event(ctx, a.self.Name, eventWarning, "FenceFailed", fmt.Sprintf("could not fence writable member %s: %v", name, err))
 			return err
 		}
 		a.metrics.FencingActions.WithLabelValues(kind).Inc()
 		a.log.Warn("fenced a writable member", zap.String("peer", name), zap.String("kind", kind))
-		a.labeler.Event(ctx, a.cfg.Name, eventWarning, "FencedPeer", fmt.Sprintf("fenced %s, which was writable without the lock", name))
+		a.labeler.Event(ctx, a.self.Name, eventWarning, "FencedPeer", fmt.Sprintf("fenced %s, which was writable without the lock", name))
 		return nil
 	})
 }

@@ -36,7 +36,8 @@ type Deps struct {
 
 // Agent runs the HA loop of one member.
 type Agent struct {
-	cfg        Config
+	// self is this member's own settings, from its flags.
+	self       Config
 	store      Store
 	dial       Dialer
 	labeler    Labeler
@@ -47,11 +48,13 @@ type Agent struct {
 	local      string
 
 	// Owned by the loop goroutine.
-	db              Database
-	dialErr         error      // why the last connection to the local mysqld failed
-	peersMu         sync.Mutex // peers is also used by promotion goroutines
-	peers           map[string]Database
-	config          dcs.Config
+	db      Database
+	dialErr error      // why the last connection to the local mysqld failed
+	peersMu sync.Mutex // peers is also used by promotion goroutines
+	peers   map[string]Database
+	// clusterConfig is the cluster's settings (timings, semi-sync, pause)
+	// as stored in the DCS; self.Bootstrap until one has been read.
+	clusterConfig   dcs.Config
 	lastRenewStart  time.Time
 	leaderlessSince time.Time
 	// lastLeader is the last holder seen with a valid lock, for history:
@@ -66,9 +69,10 @@ type Agent struct {
 	failoverFrom *failoverStart
 	// instance is this process's agent instance id (the store's).
 	instance string
-	// configGood: a stored cluster config has been read since start, so
-	// config holds the cluster's real settings, not just our flags.
-	configGood bool
+	// clusterConfigGood: a stored cluster config has been read since
+	// start, so clusterConfig holds the cluster's real settings, not just
+	// our flags.
+	clusterConfigGood bool
 	// promotingSince is when we began holding the lock without being a
 	// writable primary; zero otherwise.
 	promotingSince time.Time
@@ -107,9 +111,9 @@ func New(cfg Config, d Deps) (*Agent, error) {
 		return nil, errors.New("agent: Store, Dial, Metrics and LocalAddr are required")
 	}
 	a := &Agent{
-		cfg: cfg, store: d.Store, dial: d.Dial, labeler: d.Labeler, clock: d.Clock, log: d.Logger,
+		self: cfg, store: d.Store, dial: d.Dial, labeler: d.Labeler, clock: d.Clock, log: d.Logger,
 		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr,
-		peers: map[string]Database{}, config: cfg.Bootstrap, instance: d.Store.Instance(),
+		peers: map[string]Database{}, clusterConfig: cfg.Bootstrap, instance: d.Store.Instance(),
 		rearm: make(chan struct{}, 1),
 	}
 	if a.labeler == nil {
@@ -164,7 +168,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		// The period is loop_wait from start to start, whatever an
 		// iteration took, so the lock is renewed at the rate the timing
 		// rule assumes.
-		timer.Reset(max(a.config.LoopWait-a.clock.Since(start), 0))
+		timer.Reset(max(a.clusterConfig.LoopWait-a.clock.Since(start), 0))
 	}
 }
 
@@ -174,7 +178,7 @@ const maxRedo = 5
 // shutdown runs one last iteration in which a leader hands over, bounded by
 // ttl so that a pod deletion never waits on us for long.
 func (a *Agent) shutdown() {
-	ctx, cancel := context.WithTimeout(context.Background(), a.config.TTL)
+	ctx, cancel := context.WithTimeout(context.Background(), a.clusterConfig.TTL)
 	defer cancel()
 	a.iterate(ctx, true)
 	if a.hasDeadline() {
@@ -190,7 +194,7 @@ func (a *Agent) shutdown() {
 }
 
 func (a *Agent) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, a.config.RetryTimeout)
+	return context.WithTimeout(ctx, a.clusterConfig.RetryTimeout)
 }
 
 // ensureLocal connects to the local mysqld if not connected yet.
@@ -251,7 +255,7 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 		return false
 	}
 	o.cl = cl
-	a.adoptConfig(cl)
+	a.adoptClusterConfig(cl)
 	for _, p := range cl.Problems {
 		a.log.Warn("unreadable DCS record", zap.Error(p))
 	}
@@ -280,19 +284,19 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 	return redo
 }
 
-// adoptConfig takes the stored cluster config when it is readable and
+// adoptClusterConfig takes the stored cluster config when it is readable and
 // valid; otherwise the last good one stays in force.
-func (a *Agent) adoptConfig(cl *dcs.Cluster) {
+func (a *Agent) adoptClusterConfig(cl *dcs.Cluster) {
 	if cl.ConfigErr != nil {
-		a.log.Error("stored cluster config is unreadable; keeping the last good one", zap.Bool("have_good_copy", a.configGood), zap.Error(cl.ConfigErr))
+		a.log.Error("stored cluster config is unreadable; keeping the last good one", zap.Bool("have_good_copy", a.clusterConfigGood), zap.Error(cl.ConfigErr))
 		return
 	}
 	if err := cl.Config.Validate(); err != nil {
 		a.log.Error("stored cluster config is invalid; keeping the last valid one", zap.Error(err))
 		return
 	}
-	a.config = cl.Config
-	a.configGood = true
+	a.clusterConfig = cl.Config
+	a.clusterConfigGood = true
 }
 
 func (a *Agent) reportDuplicate(ctx context.Context, dup string) {
@@ -307,7 +311,7 @@ func (a *Agent) reportDuplicate(ctx context.Context, dup string) {
 	}
 	a.metrics.DuplicateIdentity.Set(1)
 	a.log.Error("another live agent runs with our member name: refusing to act, mysqld stays fenced", zap.String("duplicate", dup))
-	a.labeler.Event(ctx, a.cfg.Name, eventWarning, "DuplicateIdentity", "refusing to act: "+dup)
+	a.labeler.Event(ctx, a.self.Name, eventWarning, "DuplicateIdentity", "refusing to act: "+dup)
 }
 
 func (a *Agent) observeLocal(ctx context.Context) (mysqlctl.Observation, error) {
@@ -341,10 +345,10 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 	cl, obs, localErr := o.cl, o.obs, o.localErr
 	now := a.clock.Now()
 	s := failover.Snapshot{
-		Self: a.cfg.Name, SelfInstance: a.instance, SelfAddr: a.cfg.MySQLAddr, Flavor: a.flavor(), Now: now,
-		Paused: a.config.Paused, ConfigUnknown: cl.ConfigErr != nil && !a.configGood,
+		Self: a.self.Name, SelfInstance: a.instance, SelfAddr: a.self.MySQLAddr, Flavor: a.flavor(), Now: now,
+		Paused: a.clusterConfig.Paused, ConfigUnknown: cl.ConfigErr != nil && !a.clusterConfigGood,
 		Initialized: cl.Initialized != nil, ShuttingDown: stopping,
-		Deadline: a.effectiveDeadline(), Grace: a.config.LoopWait * 2, MaxLag: a.config.MaximumLagOnFailover,
+		Deadline: a.effectiveDeadline(), Grace: a.clusterConfig.LoopWait * 2, MaxLag: a.clusterConfig.MaximumLagOnFailover,
 		PromotionTimeout: a.promotionTimeout(),
 		LocalUp:          localErr == nil, LocalDown: errors.Is(localErr, mysqlctl.ErrDown),
 		LocalWritable: localErr == nil && obs.Status.Writable(),
@@ -373,7 +377,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 	s.SwitchoverUnreadable = cl.Switchover != nil && cl.Switchover.Err != nil
 	s.Duplicate = a.duplicateIdentity(ctx, cl)
 
-	holding := s.Leader == a.cfg.Name && s.LeaderInstance == a.instance && !s.LeaderExpired && a.hasDeadline()
+	holding := s.Leader == a.self.Name && s.LeaderInstance == a.instance && !s.LeaderExpired && a.hasDeadline()
 	if holding && !(s.LocalWritable && s.LocalSource == "") {
 		if a.promotingSince.IsZero() {
 			a.promotingSince = now
@@ -401,14 +405,14 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 	// for writable peers is best effort each iteration, on a short bound
 	// so that a hung peer does not delay the renewal that follows.
 	if holding && localErr == nil {
-		bound := a.config.RetryTimeout / 4
+		bound := a.clusterConfig.RetryTimeout / 4
 		if promoting {
-			bound = a.config.RetryTimeout
+			bound = a.clusterConfig.RetryTimeout
 		}
 		o.peers = a.probePeers(ctx, cl, bound)
 	}
 	for _, m := range cl.Members {
-		if m.Name == a.cfg.Name {
+		if m.Name == a.self.Name {
 			continue
 		}
 		fm := toCandidate(m, live, wantPeers)
@@ -432,13 +436,13 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 // the lock up: long enough to apply the largest backlog a candidate may
 // have (maximum_lag_on_failover), with room to spare.
 func (a *Agent) promotionTimeout() time.Duration {
-	return max(time.Minute, 2*a.config.MaximumLagOnFailover+a.config.TTL)
+	return max(time.Minute, 2*a.clusterConfig.MaximumLagOnFailover+a.clusterConfig.TTL)
 }
 
 func (a *Agent) selfMember(obs mysqlctl.Observation, localErr error) failover.Member {
 	m := failover.Member{
-		Name: a.cfg.Name, Fresh: true, Healthy: localErr == nil, NoFailover: a.cfg.NoFailover,
-		Priority: a.cfg.FailoverPriority, Errant: a.errant != "", Executed: obs.Status.GTIDExecuted, Lag: a.lastLag,
+		Name: a.self.Name, Fresh: true, Healthy: localErr == nil, NoFailover: a.self.NoFailover,
+		Priority: a.self.FailoverPriority, Errant: a.errant != "", Executed: obs.Status.GTIDExecuted, Lag: a.lastLag,
 	}
 	if r := obs.Replica; r != nil {
 		m.Retrieved = r.RetrievedGTID

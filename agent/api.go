@@ -27,7 +27,7 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 		a.statusMu.Lock()
 		last := a.lastLoop
 		a.statusMu.Unlock()
-		if age := a.clock.Since(last); last.IsZero() || age > 3*a.config.LoopWait+a.config.RetryTimeout {
+		if age := a.clock.Since(last); last.IsZero() || age > 3*a.clusterConfig.LoopWait+a.clusterConfig.RetryTimeout {
 			http.Error(w, "HA loop stalled", http.StatusServiceUnavailable)
 			return
 		}
@@ -35,7 +35,7 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		st := a.Status()
-		ok := a.isPrimary(st) || a.isReplica(st, a.config.MaximumLagOnFailover)
+		ok := a.isPrimary(st) || a.isReplica(st, a.clusterConfig.MaximumLagOnFailover)
 		writeStatus(w, ok, st)
 	})
 	mux.HandleFunc("GET /primary", func(w http.ResponseWriter, r *http.Request) {

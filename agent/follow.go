@@ -43,8 +43,8 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 	defer cancel()
 	r := obs.Replica
 	if r == nil || r.SourceHost != host || r.SourcePort != port || !r.AutoPosition {
-		err := a.db.ReplicateFrom(cctx, mysqlctl.Source{Host: host, Port: port, User: a.cfg.ReplicationUser,
-			Password: a.cfg.ReplicationPassword, ConnectRetry: time.Second, HeartbeatPeriod: a.config.LoopWait})
+		err := a.db.ReplicateFrom(cctx, mysqlctl.Source{Host: host, Port: port, User: a.self.ReplicationUser,
+			Password: a.self.ReplicationPassword, ConnectRetry: time.Second, HeartbeatPeriod: a.clusterConfig.LoopWait})
 		if err != nil {
 			a.log.Warn("pointing replication at the leader failed", zap.String("leader", leader), zap.Error(err))
 			return
@@ -59,7 +59,7 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 		if a.receiverStoppedSince.IsZero() {
 			a.receiverStoppedSince = a.clock.Now()
 		}
-		if a.clock.Since(a.receiverStoppedSince) >= a.config.LoopWait {
+		if a.clock.Since(a.receiverStoppedSince) >= a.clusterConfig.LoopWait {
 			if err := a.db.StartReplication(cctx); err != nil {
 				a.log.Warn("restarting replication failed", zap.Error(err))
 			}
@@ -68,7 +68,7 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 	} else {
 		a.receiverStoppedSince = time.Time{}
 	}
-	wantSemi := a.config.SemiSync != dcs.SemiSyncOff
+	wantSemi := a.clusterConfig.SemiSync != dcs.SemiSyncOff
 	if obs.Status.SemiSync.SourceEnabled {
 		a.db.SetSemiSyncSource(cctx, false, a.semiSyncTimeout(), 1)
 	}
@@ -128,7 +128,7 @@ func (a *Agent) checkErrant(ctx context.Context, leader dcs.Member, obs mysqlctl
 		if a.errant != errant {
 			a.log.Error("errant transactions: not replicating from the leader until they are resolved",
 				zap.String("errant", errant), zap.String("leader", leader.Name))
-			a.labeler.Event(ctx, a.cfg.Name, eventWarning, "Errant", "errant transactions "+errant)
+			a.labeler.Event(ctx, a.self.Name, eventWarning, "Errant", "errant transactions "+errant)
 		}
 		a.errant = errant
 		a.setRole(ctx, dcs.RoleUnknown)

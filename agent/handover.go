@@ -55,11 +55,11 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 		return false
 	}
 	// Leave room before the deadline for the hand-over write itself.
-	wait := a.currentDeadline().Sub(a.clock.Now()) - 2*a.config.RetryTimeout
+	wait := a.currentDeadline().Sub(a.clock.Now()) - 2*a.clusterConfig.RetryTimeout
 	if wait <= 0 {
 		return false
 	}
-	wctx, wcancel := context.WithTimeout(ctx, wait+a.config.RetryTimeout)
+	wctx, wcancel := context.WithTimeout(ctx, wait+a.clusterConfig.RetryTimeout)
 	defer wcancel()
 	if err := peer.WaitForGTID(wctx, obs.Status.GTIDExecuted, wait); err != nil {
 		a.rejectSwitchover(ctx, cl, fmt.Sprintf("target %s did not catch up within %s: %v", target, wait.Round(time.Millisecond), err))
@@ -79,11 +79,11 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 	// Relabelled after the hand-over, not inside the write stop: the target
 	// drops our primary label itself before it unfences.
 	a.setRole(ctx, dcs.RoleUnknown)
-	a.labeler.Event(ctx, a.cfg.Name, eventNormal, "Switchover", fmt.Sprintf("handed over to %s: %s", target, reason))
+	a.labeler.Event(ctx, a.self.Name, eventNormal, "Switchover", fmt.Sprintf("handed over to %s: %s", target, reason))
 	if sw := cl.Switchover; sw != nil {
 		a.store.ClearSwitchover(hctx, sw.Version)
 	}
-	if err := a.store.AppendHistory(hctx, dcs.HistoryEntry{Kind: dcs.HistorySwitchover, From: a.cfg.Name, To: target,
+	if err := a.store.AppendHistory(hctx, dcs.HistoryEntry{Kind: dcs.HistorySwitchover, From: a.self.Name, To: target,
 		At: a.clock.Now(), Reason: reason, WriteUnavailable: stopped}); err != nil {
 		a.log.Warn("appending history failed", zap.Error(err))
 	}
@@ -107,7 +107,7 @@ func (a *Agent) clearRequest(ctx context.Context, cl *dcs.Cluster, reason string
 // be read) and says why in a log line and an Event.
 func (a *Agent) rejectSwitchover(ctx context.Context, cl *dcs.Cluster, reason string) {
 	a.log.Warn("rejecting switchover request", zap.String("reason", reason))
-	a.labeler.Event(ctx, a.cfg.Name, eventWarning, "SwitchoverRejected", reason)
+	a.labeler.Event(ctx, a.self.Name, eventWarning, "SwitchoverRejected", reason)
 	if cl.Switchover == nil {
 		return
 	}

@@ -14,12 +14,12 @@ import (
 // A predecessor elsewhere (a pod rescheduled to a new address) is waited
 // out until its record goes stale.
 func (a *Agent) duplicateIdentity(ctx context.Context, cl *dcs.Cluster) string {
-	m, ok := cl.Member(a.cfg.Name)
+	m, ok := cl.Member(a.self.Name)
 	if !ok || m.Instance == "" || m.Instance == a.instance || m.Stale {
 		return ""
 	}
 	if m.APIURL != "" {
-		pctx, cancel := context.WithTimeout(ctx, a.config.RetryTimeout/2)
+		pctx, cancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout/2)
 		st, err := a.peerStatus(pctx, m.APIURL)
 		cancel()
 		if err == nil && st.Instance == a.instance {

@@ -36,7 +36,7 @@ func (a *Agent) probePeers(ctx context.Context, cl *dcs.Cluster, bound time.Dura
 		wg  sync.WaitGroup
 	)
 	for _, m := range cl.Members {
-		if m.Name == a.cfg.Name || m.MySQLAddr == "" || m.MySQLAddr == a.cfg.MySQLAddr {
+		if m.Name == a.self.Name || m.MySQLAddr == "" || m.MySQLAddr == a.self.MySQLAddr {
 			continue
 		}
 		wg.Add(1)

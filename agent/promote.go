@@ -74,7 +74,7 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 		msg := "promoting although " + strings.Join(action.Unverified, ", ") +
 			" could not be reached to verify it is read-only: its own agent fences it at its lock deadline"
 		a.log.Warn("promoting with unverified members", zap.Strings("unverified", action.Unverified))
-		a.labeler.Event(ctx, a.cfg.Name, eventWarning, "UnverifiedFence", msg)
+		a.labeler.Event(ctx, a.self.Name, eventWarning, "UnverifiedFence", msg)
 	}
 	a.dropOtherPrimaryLabels(ctx, o.cl)
 	cctx, cancel := a.callCtx(ctx)
@@ -90,7 +90,7 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 				return false
 			}
 		}
-		if err := a.db.WaitForGTID(cctx, set, a.config.RetryTimeout/2); err != nil {
+		if err := a.db.WaitForGTID(cctx, set, a.clusterConfig.RetryTimeout/2); err != nil {
 			a.log.Info("not all of the fenced old source's transactions received yet; promotion continues next iteration", zap.Error(err))
 			return false
 		}
@@ -105,7 +105,7 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 		return false
 	}
 	if r := obs.Replica; r != nil && r.RetrievedGTID != "" {
-		if err := a.db.WaitForGTID(cctx, r.RetrievedGTID, a.config.RetryTimeout/2); err != nil {
+		if err := a.db.WaitForGTID(cctx, r.RetrievedGTID, a.clusterConfig.RetryTimeout/2); err != nil {
 			a.log.Info("relay log not applied yet; promotion continues next iteration", zap.Error(err))
 			return false
 		}
@@ -117,13 +117,13 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 	if err := a.db.SetSemiSyncReplica(cctx, false); err != nil {
 		a.log.Warn("switching replica semi-sync off failed", zap.Error(err))
 	}
-	if a.config.SemiSync != dcs.SemiSyncOff {
+	if a.clusterConfig.SemiSync != dcs.SemiSyncOff {
 		if err := a.db.SetSemiSyncSource(cctx, true, a.semiSyncTimeout(), 1); err != nil {
 			a.log.Warn("switching source semi-sync on failed", zap.Error(err))
 			return false
 		}
 	}
-	if !a.canWriteFor(a.config.RetryTimeout) {
+	if !a.canWriteFor(a.clusterConfig.RetryTimeout) {
 		a.log.Warn("not unfencing: too close to the lock deadline")
 		return false
 	}
@@ -133,7 +133,7 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 	}
 	writable := a.clock.Now()
 	a.log.Info("promoted: mysqld is writable")
-	a.labeler.Event(ctx, a.cfg.Name, eventNormal, "Promoted", "became the writable primary")
+	a.labeler.Event(ctx, a.self.Name, eventNormal, "Promoted", "became the writable primary")
 	a.setRole(ctx, dcs.RolePrimary)
 	a.recordFailover(ctx, writable)
 	return false
@@ -161,7 +161,7 @@ func (a *Agent) fencedSourceExecuted(o observed) string {
 func (a *Agent) dropOtherPrimaryLabels(ctx context.Context, cl *dcs.Cluster) {
 	var wg sync.WaitGroup
 	for _, m := range cl.Members {
-		if m.Name == a.cfg.Name {
+		if m.Name == a.self.Name {
 			continue
 		}
 		wg.Add(1)
@@ -191,7 +191,7 @@ func (a *Agent) recordFailover(ctx context.Context, writable time.Time) {
 	a.metrics.LastFailoverPhase.WithLabelValues("route").Set(routed.Sub(writable).Seconds())
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
-	err := a.store.AppendHistory(cctx, dcs.HistoryEntry{Kind: dcs.HistoryFailover, From: f.from, To: a.cfg.Name,
+	err := a.store.AppendHistory(cctx, dcs.HistoryEntry{Kind: dcs.HistoryFailover, From: f.from, To: a.self.Name,
 		At: writable, Reason: "leader lost"})
 	if err != nil {
 		a.log.Warn("appending history failed", zap.Error(err))

@@ -228,7 +228,7 @@ func TestLoopBootstrapWaitsForItsConfigToBeStored(t *testing.T) {
 	h := newLoopHarness(t, "db1", "db2", "db3")
 	err := errors.New("etcdserver: request timed out")
 	h.agents["db1"] = h.newAgent("db1", "db1", "db1", func(s Store) Store { return failingConfigStore{s, &err} })
-	h.agents["db1"].cfg.Bootstrap.SemiSync = dcs.SemiSyncStrict
+	h.agents["db1"].self.Bootstrap.SemiSync = dcs.SemiSyncStrict
 	h.names = []string{"db1"}
 	h.advance(5*time.Second, "db1")
 	if w := h.mysql.writable(); len(w) != 0 {

@@ -73,7 +73,7 @@ func replicationState(obs mysqlctl.Observation, localErr error) dcs.ReplicationS
 
 func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.Cluster, action failover.Action) {
 	st := MemberStatus{
-		Name: a.cfg.Name, Instance: a.instance, Cluster: a.cfg.Cluster, Role: roleName(a.role), HoldsLock: a.hasDeadline(),
+		Name: a.self.Name, Instance: a.instance, Cluster: a.self.Cluster, Role: roleName(a.role), HoldsLock: a.hasDeadline(),
 		Duplicate: a.duplicate,
 		Healthy:   localErr == nil, Writable: localErr == nil && obs.Status.Writable(),
 		GTIDExecuted: obs.Status.GTIDExecuted, Replication: replicationState(obs, localErr).String(),
@@ -110,7 +110,7 @@ func (a *Agent) Status() MemberStatus {
 	a.statusMu.Lock()
 	st := a.status
 	a.statusMu.Unlock()
-	st.Name, st.Instance = a.cfg.Name, a.instance
+	st.Name, st.Instance = a.self.Name, a.instance
 	if st.HoldsLock && !a.canWriteFor(0) {
 		st.HoldsLock, st.SecondsToFence = false, 0
 	}
@@ -122,9 +122,9 @@ func (a *Agent) Status() MemberStatus {
 func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, localErr error) {
 	st := a.Status()
 	m := dcs.Member{
-		Name: a.cfg.Name, Instance: a.instance, APIURL: a.cfg.APIURL, MySQLAddr: a.cfg.MySQLAddr,
-		GTIDExecuted: st.GTIDExecuted, GTIDRetrieved: st.GTIDRetrieved, NoFailover: a.cfg.NoFailover,
-		FailoverPriority: a.cfg.FailoverPriority, Lag: a.lastLag, Role: a.role,
+		Name: a.self.Name, Instance: a.instance, APIURL: a.self.APIURL, MySQLAddr: a.self.MySQLAddr,
+		GTIDExecuted: st.GTIDExecuted, GTIDRetrieved: st.GTIDRetrieved, NoFailover: a.self.NoFailover,
+		FailoverPriority: a.self.FailoverPriority, Lag: a.lastLag, Role: a.role,
 	}
 	m.Replication = replicationState(obs, localErr)
 	if r := obs.Replica; localErr == nil && r != nil && r.Broken() {
@@ -136,7 +136,7 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	}
 	// Tags are written at once when they change, and lag is not: the tag
 	// makes a crossing of the promotion limit, either way, visible now.
-	if maxLag := a.config.MaximumLagOnFailover; maxLag > 0 && a.lastLag != nil && *a.lastLag > maxLag {
+	if maxLag := a.clusterConfig.MaximumLagOnFailover; maxLag > 0 && a.lastLag != nil && *a.lastLag > maxLag {
 		m.Tags[tagLagging] = "over " + maxLag.String()
 	}
 	cctx, cancel := a.callCtx(ctx)
@@ -149,7 +149,7 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 }
 
 func (a *Agent) updateLagTransactions(cl *dcs.Cluster, st MemberStatus) {
-	if cl == nil || cl.Leader == nil || cl.Leader.Holder == a.cfg.Name {
+	if cl == nil || cl.Leader == nil || cl.Leader.Holder == a.self.Name {
 		a.metrics.LagTransactions.Set(0)
 		return
 	}
@@ -157,10 +157,10 @@ func (a *Agent) updateLagTransactions(cl *dcs.Cluster, st MemberStatus) {
 	if !ok {
 		return
 	}
-	self := failover.Member{Name: a.cfg.Name, Fresh: true, Healthy: true, Executed: st.GTIDExecuted}
+	self := failover.Member{Name: a.self.Name, Fresh: true, Healthy: true, Executed: st.GTIDExecuted}
 	leader := failover.Member{Name: lm.Name, Fresh: true, Healthy: true, Executed: lm.GTIDExecuted}
 	for _, c := range failover.RankCandidates(a.flavor(), []failover.Member{self, leader}, 0) {
-		if c.Name == a.cfg.Name {
+		if c.Name == a.self.Name {
 			a.metrics.LagTransactions.Set(float64(c.Missing))
 		}
 	}
@@ -173,7 +173,7 @@ func (a *Agent) setRole(ctx context.Context, r dcs.Role) {
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
-	if err := a.labeler.SetRole(cctx, a.cfg.Name, r); err != nil {
+	if err := a.labeler.SetRole(cctx, a.self.Name, r); err != nil {
 		a.log.Warn("relabelling our pod failed", zap.String("role", roleName(r)), zap.Error(err))
 		return // retried at the next change of mind or iteration
 	}
@@ -185,13 +185,13 @@ func (a *Agent) setRole(ctx context.Context, r dcs.Role) {
 // fetchPeers asks every other member's API for its live status, in parallel,
 // within half of retry_timeout.
 func (a *Agent) fetchPeers(ctx context.Context, cl *dcs.Cluster) map[string]*MemberStatus {
-	ctx, cancel := context.WithTimeout(ctx, a.config.RetryTimeout/2)
+	ctx, cancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout/2)
 	defer cancel()
 	out := map[string]*MemberStatus{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range cl.Members {
-		if m.Name == a.cfg.Name || m.APIURL == "" {
+		if m.Name == a.self.Name || m.APIURL == "" {
 			continue
 		}
 		wg.Add(1)
