@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,31 +16,8 @@ import (
 )
 
 // agentctl is driven as an operator would: the real binary, built once per
-// test process next to the agent, with the DCS flags of the cluster.
-
-var (
-	ctlOnce     sync.Once
-	agentctlBin string
-	ctlBuildErr error
-)
-
-// buildAgentctl compiles cmd/agentctl once per test process.
-func buildAgentctl(tb testing.TB) string {
-	tb.Helper()
-	ctlOnce.Do(func() {
-		out := filepath.Join(binDir, "agentctl")
-		cmd := exec.Command("go", "build", "-o", out, "github.com/mysqlha/mysqlha/cmd/agentctl")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			ctlBuildErr = fmt.Errorf("go build cmd/agentctl: %v\n%s", err, b)
-			return
-		}
-		agentctlBin = out
-	})
-	if ctlBuildErr != nil {
-		tb.Fatal(ctlBuildErr)
-	}
-	return agentctlBin
-}
+// test process next to the agent (buildAgentctl), with the DCS flags of the
+// cluster.
 
 // CtlResult is one agentctl run.
 type CtlResult struct {

@@ -305,7 +305,7 @@ func measureIdle(b *testing.B, window time.Duration) []benchFigure {
 	var figs []benchFigure
 	var tbl strings.Builder
 	fmt.Fprintf(&tbl, "  idle for %v (ttl %v, loop_wait %v, --log-level=debug); agent binary %.1f MB\n",
-		elapsed.Round(time.Second), c.Timing.TTL, c.Timing.LoopWait, fileMB(agentBin))
+		elapsed.Round(time.Second), c.Timing.TTL, c.Timing.LoopWait, fileMB(buildAgent(b)))
 	fmt.Fprintf(&tbl, "  %-8s %-4s %9s %9s %9s %11s %9s %7s\n", "role", "name", "RSS MB", "anon MB", "file MB",
 		"Go heap MB", "Go sys MB", "CPU %")
 	for _, s := range samples {

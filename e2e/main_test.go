@@ -27,14 +27,20 @@ var (
 	flagIdle = flag.Duration("e2e.idle", time.Minute, "how long BenchmarkIdleAgent watches an idle cluster")
 )
 
-// The agent binary is built once per test process, into binDir, on first use:
-// a -short run or a run that selects no scenario builds nothing.
+// The agent and agentctl binaries are built once per test process, into
+// binDir, on first use: a -short run or a run that selects no scenario
+// builds nothing.
 var (
-	binDir    string
-	buildOnce sync.Once
-	agentBin  string
-	buildErr  error
+	binDir string
+	builds sync.Map // binary name -> *build
 )
+
+// build is one binary's build, run once.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -67,21 +73,34 @@ func runMain(m *testing.M) int {
 
 // buildAgent compiles cmd/agent once per test process.
 func buildAgent(tb testing.TB) string {
+	return buildBinary(tb, "mysqlha-agent", "cmd/agent")
+}
+
+// buildAgentctl compiles cmd/agentctl once per test process.
+func buildAgentctl(tb testing.TB) string {
+	return buildBinary(tb, "agentctl", "cmd/agentctl")
+}
+
+// buildBinary compiles the module's package pkg (e.g. "cmd/agent") into
+// binDir/name the first time it is asked for, and returns its path.
+func buildBinary(tb testing.TB, name, pkg string) string {
 	tb.Helper()
-	buildOnce.Do(func() {
+	v, _ := builds.LoadOrStore(name, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
 		// go test puts its own GOROOT/bin first in the test binary's PATH.
-		out := filepath.Join(binDir, "mysqlha-agent")
-		cmd := exec.Command("go", "build", "-o", out, "github.com/mysqlha/mysqlha/cmd/agent")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build cmd/agent: %v\n%s", err, b)
+		out := filepath.Join(binDir, name)
+		cmd := exec.Command("go", "build", "-o", out, "github.com/mysqlha/mysqlha/"+pkg)
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, o)
 			return
 		}
-		agentBin = out
+		b.path = out
 	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
+	if b.err != nil {
+		tb.Fatal(b.err)
 	}
-	return agentBin
+	return b.path
 }
 
 // leakedProcesses lists live processes that are children of this test
