@@ -193,16 +193,11 @@ func (s *Store) Cluster(ctx context.Context) (*dcs.Cluster, error) {
 	defer s.mu.Unlock()
 	now := s.clock.Now()
 	c := &dcs.Cluster{Name: s.cluster, Config: s.lastConfig, ReadAt: now}
-	if kv := s.kvs[s.key("config")]; kv != nil {
-		cfg, err := record.DecodeConfig(string(kv.Key), kv.Value)
-		if err != nil {
-			c.Problems = append(c.Problems, err)
-			c.ConfigErr = err
-		} else {
-			c.Config, s.lastConfig = cfg, cfg
-		}
-		c.ConfigVersion = ver(kv)
-	}
+	record.DecodeState(c, record.StoredState{
+		Config: s.storedLocked("config"), Switchover: s.storedLocked("switchover"),
+		Initialized: s.storedLocked("initialized"), History: s.storedLocked("history"),
+	})
+	s.lastConfig = c.Config
 	if kv := s.kvs[s.key("leader")]; kv != nil {
 		c.Leader = s.leaderOf(kv, s.observed[string(kv.Key)], c.Config.TTL, now)
 		if c.Leader.Err != nil {
@@ -224,30 +219,15 @@ func (s *Store) Cluster(ctx context.Context) (*dcs.Cluster, error) {
 		c.Members = append(c.Members, m)
 	}
 	sort.Slice(c.Members, func(i, j int) bool { return c.Members[i].Name < c.Members[j].Name })
-	if kv := s.kvs[s.key("switchover")]; kv != nil {
-		sw, err := record.DecodeSwitchover(string(kv.Key), kv.Value)
-		if err != nil {
-			c.Problems = append(c.Problems, err)
-			sw.Err = err
-		}
-		sw.Version = ver(kv)
-		c.Switchover = &sw
-	}
-	if kv := s.kvs[s.key("initialized")]; kv != nil {
-		in, err := record.DecodeInitialized(string(kv.Key), kv.Value)
-		if err != nil {
-			c.Problems = append(c.Problems, err)
-			in.Err = err
-		}
-		in.Version = ver(kv)
-		c.Initialized = &in
-	}
-	if kv := s.kvs[s.key("history")]; kv != nil {
-		h, err := record.DecodeHistory(string(kv.Key), kv.Value)
-		if err != nil {
-			c.Problems = append(c.Problems, err)
-		}
-		c.History = h
-	}
 	return c, nil
+}
+
+// storedLocked returns the cached cluster-state key k for
+// record.DecodeState, nil when it is absent; s.mu is held.
+func (s *Store) storedLocked(k string) *record.Stored {
+	kv := s.kvs[s.key(k)]
+	if kv == nil {
+		return nil
+	}
+	return &record.Stored{Where: string(kv.Key), Data: kv.Value, Version: ver(kv)}
 }

@@ -30,43 +30,22 @@ func hashVersion(v string) string {
 
 // readState fills c from the state Lease; s.mu is held.
 func (s *Store) readState(c *dcs.Cluster, l *coordinationv1.Lease) {
-	at := func(key string) string { return where(l) + " annotation " + key }
-	a := l.Annotations
-	if raw, ok := a[ConfigAnnotation]; ok {
-		cfg, err := record.DecodeConfig(at(ConfigAnnotation), []byte(raw))
-		if err != nil {
-			c.Problems = append(c.Problems, err)
-			c.ConfigErr = err
-		} else {
-			c.Config, s.lastConfig = cfg, cfg
+	stored := func(key string) *record.Stored {
+		raw, ok := l.Annotations[key]
+		if !ok {
+			return nil
 		}
-		c.ConfigVersion = hashVersion(raw)
+		return &record.Stored{Where: where(l) + " annotation " + key, Data: []byte(raw), Version: hashVersion(raw)}
 	}
-	if raw, ok := a[SwitchoverAnnotation]; ok {
-		sw, err := record.DecodeSwitchover(at(SwitchoverAnnotation), []byte(raw))
-		if err != nil {
-			c.Problems = append(c.Problems, err)
-			sw.Err = err
-		}
-		sw.Version = hashVersion(raw)
-		c.Switchover = &sw
+	st := record.StoredState{
+		Config: stored(ConfigAnnotation), Switchover: stored(SwitchoverAnnotation), Initialized: stored(InitializedAnnotation),
 	}
-	if raw, ok := a[InitializedAnnotation]; ok {
-		in, err := record.DecodeInitialized(at(InitializedAnnotation), []byte(raw))
-		if err != nil {
-			c.Problems = append(c.Problems, err)
-			in.Err = err
-		}
-		in.Version = hashVersion(raw)
-		c.Initialized = &in
+	if raw, ok := l.Annotations[HistoryAnnotation]; ok {
+		// No version: the history is appended to, never compared.
+		st.History = &record.Stored{Where: where(l) + " annotation " + HistoryAnnotation, Data: []byte(raw)}
 	}
-	if raw, ok := a[HistoryAnnotation]; ok {
-		h, err := record.DecodeHistory(at(HistoryAnnotation), []byte(raw))
-		if err != nil {
-			c.Problems = append(c.Problems, err)
-		}
-		c.History = h
-	}
+	record.DecodeState(c, st)
+	s.lastConfig = c.Config
 }
 
 // updateState applies mutate to the state Lease's annotations and writes it
