@@ -7,7 +7,8 @@
 // runs, per test, an embedded etcd (dcs/etcd/etcdtest), MariaDB servers
 // (mysqlctl/mysqltest, configured read_only=ON as a production my.cnf must
 // be) and one agent process per server, each in its own process group and
-// killed with the test process. Scenarios kill, stop, freeze and restart
+// killed with the test process (internal/localproc, shared with the demo);
+// after the run, TestMain fails it if any process it started is left. Scenarios kill, stop, freeze and restart
 // agents and servers, observe through GET /status, /primary and /metrics,
 // root and application sessions, and the leader key in etcd, and run a
 // split-brain checker that fails the test if two servers would take an
