@@ -451,14 +451,12 @@ func (a *Agent) selfMember(obs mysqlctl.Observation, localErr error) failover.Me
 	return m
 }
 
-// toCandidate turns a member record (and, when fetched, its live status) into
-// what failover ranks. A peer asked over HTTP that did not answer is stale.
+// toCandidate turns a member record (failover.FromRecord) and, when
+// fetched, its live status into what failover ranks: the live status
+// overrides the record's health, errant flag, GTIDs and replication state.
+// A peer asked over HTTP that did not answer is stale.
 func toCandidate(m dcs.Member, live map[string]*MemberStatus, asked bool) failover.Member {
-	fm := failover.Member{
-		Name: m.Name, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
-		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
-		Errant: m.Tags[tagErrant] != "", Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
-	}
+	fm := failover.FromRecord(m)
 	if !asked || m.APIURL == "" {
 		return fm
 	}
@@ -473,10 +471,3 @@ func toCandidate(m dcs.Member, live map[string]*MemberStatus, asked bool) failov
 	fm.ReplicationBroken = st.Replication == dcs.ReplicationBroken.String()
 	return fm
 }
-
-// Member-record tags: tagErrant holds errant GTIDs; tagLagging is set while
-// the lag exceeds maximum_lag_on_failover.
-const (
-	tagErrant  = "errant"
-	tagLagging = "lagging"
-)

@@ -132,12 +132,12 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	}
 	m.Tags = map[string]string{}
 	if a.errant != "" {
-		m.Tags[tagErrant] = a.errant
+		m.Tags[failover.TagErrant] = a.errant
 	}
 	// Tags are written at once when they change, and lag is not: the tag
 	// makes a crossing of the promotion limit, either way, visible now.
 	if maxLag := a.clusterConfig.MaximumLagOnFailover; maxLag > 0 && a.lastLag != nil && *a.lastLag > maxLag {
-		m.Tags[tagLagging] = "over " + maxLag.String()
+		m.Tags[failover.TagLagging] = "over " + maxLag.String()
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()

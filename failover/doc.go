@@ -4,8 +4,9 @@
 // take over from a lost leader.
 //
 // It performs no I/O and reads no clock: the snapshot carries the time. It
-// imports only the standard library and mysqlctl/gtid, so every branch is
-// covered by table tests without servers.
+// imports only the standard library, mysqlctl/gtid and the record types of
+// dcs (FromRecord reads a member record), so every branch is covered by
+// table tests without servers.
 //
 // The split-brain rules it encodes: a member that believes it may write
 // fences at once when its deadline passed or the lock is no longer its own

@@ -9,40 +9,6 @@ import (
 	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
 
-// Member is what the deciding agent knows of one cluster member, itself
-// included.
-type Member struct {
-	Name string
-	// Fresh: the member's record is current and, where asked, it answered
-	// over HTTP. A member that is not fresh is presumed dead.
-	Fresh bool
-	// Healthy: its mysqld answers.
-	Healthy    bool
-	NoFailover bool
-	Priority   int
-	// ReplicationBroken: a replication thread stopped with an error.
-	ReplicationBroken bool
-	// Errant: it has transactions the leader it followed did not have.
-	Errant bool
-	// Executed and Retrieved are GTID sets in the flavor's text form.
-	Executed, Retrieved string
-	// Lag is the replication delay last observed while its source was up;
-	// nil when unknown.
-	Lag *time.Duration
-	// Hold, when set, says why the member holds back from racing for now.
-	Hold string
-
-	// Set for peers whose mysqld the deciding agent probed this iteration
-	// (it does while leading or promoting):
-	//
-	// Observed: it was probed. Reachable: it answered, and Writable and
-	// PullingFrom (the source address its receiver is pulling from, "" when
-	// the receiver is stopped) are what it answered. Down: the connection
-	// was refused, so no mysqld runs there.
-	Observed, Reachable, Down, Writable bool
-	PullingFrom                         string
-}
-
 // Ineligibility says why a member may not take over; "" means it may.
 func Ineligibility(m Member, maxLag time.Duration) string {
 	switch {

@@ -140,6 +140,8 @@ type SwitchoverOptions struct {
 	Timeout time.Duration
 }
 
+// candidate is the named member as failover judges it from its record
+// alone, or an ExitUnknownMember error listing the members.
 func candidate(cl *dcs.Cluster, name string) (failover.Member, error) {
 	m, ok := cl.Member(name)
 	if !ok {
@@ -149,11 +151,7 @@ func candidate(cl *dcs.Cluster, name string) (failover.Member, error) {
 		}
 		return failover.Member{}, fail(ExitUnknownMember, "unknown member %q; members are: %s", name, strings.Join(names, ", "))
 	}
-	return failover.Member{
-		Name: m.Name, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
-		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
-		Errant: m.Tags["errant"] != "", Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
-	}, nil
+	return failover.FromRecord(m), nil
 }
 
 func (c *CLI) confirm(question string) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
 	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
 
@@ -95,7 +96,7 @@ func memberState(m dcs.Member) string {
 	switch {
 	case m.Stale:
 		return "stale"
-	case m.Tags["errant"] != "":
+	case m.Tags[failover.TagErrant] != "":
 		return "errant"
 	case m.Replication == dcs.ReplicationBroken:
 		return "broken: " + m.ReplicationError

@@ -1,0 +1,66 @@
+package failover
+
+import (
+	"time"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+// Member is what the deciding agent knows of one cluster member, itself
+// included.
+type Member struct {
+	Name string
+	// Fresh: the member's record is current and, where asked, it answered
+	// over HTTP. A member that is not fresh is presumed dead.
+	Fresh bool
+	// Healthy: its mysqld answers.
+	Healthy    bool
+	NoFailover bool
+	Priority   int
+	// ReplicationBroken: a replication thread stopped with an error.
+	ReplicationBroken bool
+	// Errant: it has transactions the leader it followed did not have.
+	Errant bool
+	// Executed and Retrieved are GTID sets in the flavor's text form.
+	Executed, Retrieved string
+	// Lag is the replication delay last observed while its source was up;
+	// nil when unknown.
+	Lag *time.Duration
+	// Hold, when set, says why the member holds back from racing for now.
+	Hold string
+
+	// Set for peers whose mysqld the deciding agent probed this iteration
+	// (it does while leading or promoting):
+	//
+	// Observed: it was probed. Reachable: it answered, and Writable and
+	// PullingFrom (the source address its receiver is pulling from, "" when
+	// the receiver is stopped) are what it answered. Down: the connection
+	// was refused, so no mysqld runs there.
+	Observed, Reachable, Down, Writable bool
+	PullingFrom                         string
+}
+
+// Tags of a member record (dcs.Member.Tags) that say something about its
+// eligibility. The agent writes them; FromRecord reads TagErrant, and
+// agentctl shows it as the member's state.
+const (
+	// TagErrant holds the member's errant GTIDs: transactions it has that
+	// the leader it followed lacks.
+	TagErrant = "errant"
+	// TagLagging is set while the member's lag exceeds
+	// maximum_lag_on_failover, so that a crossing of the limit is published
+	// at once even though the lag itself is written less often.
+	TagLagging = "lagging"
+)
+
+// FromRecord is what a member's DCS record alone says of it: fresh unless
+// the store judged the record stale, healthy unless its role is unknown,
+// errant when TagErrant is set. The agent overlays what it learns live
+// (HTTP status, probes); agentctl has only the record.
+func FromRecord(m dcs.Member) Member {
+	return Member{
+		Name: m.Name, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
+		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
+		Errant: m.Tags[TagErrant] != "", Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
+	}
+}

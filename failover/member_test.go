@@ -1,0 +1,49 @@
+package failover
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+func TestFromRecord(t *testing.T) {
+	lag := 3 * time.Second
+	healthy := dcs.Member{
+		Name: "db2", Role: dcs.RoleReplica, GTIDExecuted: "0-1-100", GTIDRetrieved: "0-1-105",
+		Replication: dcs.ReplicationRunning, Lag: &lag, FailoverPriority: 2,
+	}
+	with := func(f func(*dcs.Member)) dcs.Member {
+		m := healthy
+		f(&m)
+		return m
+	}
+	want := Member{Name: "db2", Fresh: true, Healthy: true, Priority: 2, Executed: "0-1-100", Retrieved: "0-1-105", Lag: &lag}
+	wantWith := func(f func(*Member)) Member {
+		m := want
+		f(&m)
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		in   dcs.Member
+		want Member
+	}{
+		{"healthy replica", healthy, want},
+		{"primary", with(func(m *dcs.Member) { m.Role = dcs.RolePrimary }), want},
+		{"stale record", with(func(m *dcs.Member) { m.Stale = true }), wantWith(func(m *Member) { m.Fresh = false })},
+		{"role unknown", with(func(m *dcs.Member) { m.Role = dcs.RoleUnknown }), wantWith(func(m *Member) { m.Healthy = false })},
+		{"nofailover", with(func(m *dcs.Member) { m.NoFailover = true }), wantWith(func(m *Member) { m.NoFailover = true })},
+		{"broken replication", with(func(m *dcs.Member) { m.Replication = dcs.ReplicationBroken }),
+			wantWith(func(m *Member) { m.ReplicationBroken = true })},
+		{"errant tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagErrant: "0-3-5"} }),
+			wantWith(func(m *Member) { m.Errant = true })},
+		{"empty errant tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagErrant: ""} }), want},
+		{"lagging tag alone changes nothing", with(func(m *dcs.Member) { m.Tags = map[string]string{TagLagging: "over 30s"} }), want},
+	} {
+		if got := FromRecord(tc.in); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: FromRecord = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
