@@ -8,11 +8,12 @@
 // (mysqlctl/mysqltest, configured read_only=ON as a production my.cnf must
 // be) and one agent process per server, each in its own process group and
 // killed with the test process (internal/localproc, shared with the demo);
-// after the run, TestMain fails it if any process it started is left. Scenarios kill, stop, freeze and restart
-// agents and servers, observe through GET /status, /primary and /metrics,
-// root and application sessions, and the leader key in etcd, and run a
-// split-brain checker that fails the test if two servers would take an
-// application write at the same instant.
+// after the run, TestMain fails it if any process it started is left.
+// Scenarios kill, stop, freeze and restart agents and servers, observe
+// through GET /status, /primary and /metrics, root and application
+// sessions, and the leader key in etcd, and run a split-brain checker that
+// fails the test if two servers would take an application write at the
+// same instant.
 //
 // Scenarios (etcd DCS, processes on loopback):
 //
