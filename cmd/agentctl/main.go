@@ -1,7 +1,7 @@
 // Command agentctl is the operator's tool for a mysqlha cluster: status,
 // switchover, failover, pause, resume and history. It talks only to the DCS
 // (kubeconfig or in-cluster, or etcd endpoints), so it needs no network path
-// to the database pods. It only wires flags to agent/ctl.
+// to the database pods. It only wires flags to package ctl.
 package main
 
 import (
@@ -17,7 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mysqlha/mysqlha/agent/ctl"
+	"github.com/mysqlha/mysqlha/ctl"
 	"github.com/mysqlha/mysqlha/dcs/connect"
 	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
 )

@@ -6,4 +6,7 @@
 //
 // Every failure is an *Error with a distinct exit code, so scripts can branch
 // on what went wrong.
+//
+// It depends on dcs and failover only, never on the agent: the agents and
+// agentctl meet in the DCS records. Only cmd/agentctl imports it.
 package ctl
