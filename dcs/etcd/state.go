@@ -75,19 +75,16 @@ func kvVer(kv *mvccpb.KeyValue) string {
 // RequestSwitchover implements dcs.Store.
 func (s *Store) RequestSwitchover(ctx context.Context, sw dcs.Switchover) error {
 	const op = "requesting switchover"
-	if sw.RequestedAt.IsZero() {
-		sw.RequestedAt = s.clock.Now()
-	}
-	data, err := record.EncodeSwitchover(sw)
+	_, data, err := record.PrepareSwitchover(sw, s.clock.Now())
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return s.createOnce(ctx, op, "switchover", data, "a switchover request is already pending")
+	return s.createOnce(ctx, op, "switchover", data, record.SwitchoverExists)
 }
 
-// createOnce writes key only if it does not exist; ErrExists (with what and
-// the stored value) otherwise.
-func (s *Store) createOnce(ctx context.Context, op, key string, data []byte, what string) error {
+// createOnce writes key only if it does not exist (a transaction on create
+// revision 0); otherwise it returns exists of the stored value.
+func (s *Store) createOnce(ctx context.Context, op, key string, data []byte, exists func(stored []byte) error) error {
 	if err := ctx.Err(); err != nil {
 		return mapErr(op, err)
 	}
@@ -96,7 +93,7 @@ func (s *Store) createOnce(ctx context.Context, op, key string, data []byte, wha
 		return mapErr(op, err)
 	}
 	if !ok {
-		return fmt.Errorf("%s: %w: %s: %s", op, dcs.ErrExists, what, bytes.TrimSpace(cur.Value))
+		return fmt.Errorf("%s: %w", op, exists(bytes.TrimSpace(cur.Value)))
 	}
 	return nil
 }
@@ -127,14 +124,11 @@ func (s *Store) ClearSwitchover(ctx context.Context, version string) error {
 // SetInitialized implements dcs.Store.
 func (s *Store) SetInitialized(ctx context.Context, in dcs.Initialized) error {
 	const op = "recording cluster initialization"
-	if in.At.IsZero() {
-		in.At = s.clock.Now()
-	}
-	data, err := record.EncodeInitialized(in)
+	_, data, err := record.PrepareInitialized(in, s.clock.Now())
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return s.createOnce(ctx, op, "initialized", data, "cluster already initialized")
+	return s.createOnce(ctx, op, "initialized", data, record.InitializedExists)
 }
 
 // AppendHistory implements dcs.Store. A stored history that cannot be read

@@ -100,18 +100,22 @@ func (s *Store) SetConfig(ctx context.Context, cfg dcs.Config, version string) e
 // RequestSwitchover implements dcs.Store.
 func (s *Store) RequestSwitchover(ctx context.Context, sw dcs.Switchover) error {
 	const op = "requesting switchover"
-	if sw.RequestedAt.IsZero() {
-		sw.RequestedAt = s.clock.Now()
-	}
-	data, err := record.EncodeSwitchover(sw)
+	_, data, err := record.PrepareSwitchover(sw, s.clock.Now())
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	return s.createOnce(ctx, op, SwitchoverAnnotation, data, record.SwitchoverExists)
+}
+
+// createOnce adds annotation key with data to the state Lease only if it is
+// absent (an Update on the Lease's resourceVersion); otherwise it returns
+// exists of the stored value.
+func (s *Store) createOnce(ctx context.Context, op, key string, data []byte, exists func(stored []byte) error) error {
 	return s.updateState(ctx, op, func(ann map[string]string) error {
-		if cur, ok := ann[SwitchoverAnnotation]; ok {
-			return fmt.Errorf("%w: a switchover request is already pending: %s", dcs.ErrExists, cur)
+		if cur, ok := ann[key]; ok {
+			return exists([]byte(cur))
 		}
-		ann[SwitchoverAnnotation] = string(data)
+		ann[key] = string(data)
 		return nil
 	})
 }
@@ -134,20 +138,11 @@ func (s *Store) ClearSwitchover(ctx context.Context, version string) error {
 // SetInitialized implements dcs.Store.
 func (s *Store) SetInitialized(ctx context.Context, in dcs.Initialized) error {
 	const op = "recording cluster initialization"
-	if in.At.IsZero() {
-		in.At = s.clock.Now()
-	}
-	data, err := record.EncodeInitialized(in)
+	_, data, err := record.PrepareInitialized(in, s.clock.Now())
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return s.updateState(ctx, op, func(ann map[string]string) error {
-		if cur, ok := ann[InitializedAnnotation]; ok {
-			return fmt.Errorf("%w: cluster already initialized: %s", dcs.ErrExists, cur)
-		}
-		ann[InitializedAnnotation] = string(data)
-		return nil
-	})
+	return s.createOnce(ctx, op, InitializedAnnotation, data, record.InitializedExists)
 }
 
 // AppendHistory implements dcs.Store. A stored history that cannot be read

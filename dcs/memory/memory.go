@@ -46,13 +46,15 @@ type configRec struct {
 }
 
 type switchoverRec struct {
-	sw  dcs.Switchover
-	rev int64
+	sw   dcs.Switchover
+	data []byte // sw's encoding, for the refusal of a second request
+	rev  int64
 }
 
 type initializedRec struct {
-	in  dcs.Initialized
-	rev int64
+	in   dcs.Initialized
+	data []byte // in's encoding, for the refusal of a second record
+	rev  int64
 }
 
 type historyRec struct {

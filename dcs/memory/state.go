@@ -31,18 +31,15 @@ func (s *Store) SetConfig(ctx context.Context, cfg dcs.Config, ver string) error
 // RequestSwitchover implements dcs.Store.
 func (s *Store) RequestSwitchover(ctx context.Context, sw dcs.Switchover) error {
 	const op = "requesting switchover"
-	if sw.RequestedAt.IsZero() {
-		sw.RequestedAt = s.clock.Now()
-	}
-	sw.Version, sw.Err = "", nil
-	if err := record.ValidateSwitchover(sw); err != nil {
+	sw, data, err := record.PrepareSwitchover(sw, s.clock.Now())
+	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
 		if cur := s.srv.st.switchover; cur != nil {
-			return false, fmt.Errorf("%w: a switchover from %q to %q is already pending", dcs.ErrExists, cur.sw.From, cur.sw.To)
+			return false, record.SwitchoverExists(cur.data)
 		}
-		s.srv.st.switchover = &switchoverRec{sw: sw, rev: s.srv.nextRev()}
+		s.srv.st.switchover = &switchoverRec{sw: sw, data: data, rev: s.srv.nextRev()}
 		return true, nil
 	})
 }
@@ -66,18 +63,15 @@ func (s *Store) ClearSwitchover(ctx context.Context, ver string) error {
 // SetInitialized implements dcs.Store.
 func (s *Store) SetInitialized(ctx context.Context, in dcs.Initialized) error {
 	const op = "recording cluster initialization"
-	if in.At.IsZero() {
-		in.At = s.clock.Now()
-	}
-	in.Version, in.Err = "", nil
-	if err := record.ValidateInitialized(in); err != nil {
+	in, data, err := record.PrepareInitialized(in, s.clock.Now())
+	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
 		if cur := s.srv.st.initialized; cur != nil {
-			return false, fmt.Errorf("%w: cluster already initialized with id %q", dcs.ErrExists, cur.in.ClusterID)
+			return false, record.InitializedExists(cur.data)
 		}
-		s.srv.st.initialized = &initializedRec{in: in, rev: s.srv.nextRev()}
+		s.srv.st.initialized = &initializedRec{in: in, data: data, rev: s.srv.nextRev()}
 		return true, nil
 	})
 }

@@ -2,8 +2,9 @@
 // written once: the wire format (JSON encodings of member records and
 // cluster state, with the validation that turns garbage into dcs.ErrCorrupt
 // errors naming the object, and DecodeState, which reads the cluster-state
-// records into a dcs.Cluster), the member write-rate policy, and the expiry
-// rule (Expired). Durations are stored as Go duration strings ("1.5s") and
+// records into a dcs.Cluster), the member write-rate policy, the
+// preparation and refusal of the create-once records, and the expiry rule
+// (Expired). Durations are stored as Go duration strings ("1.5s") and
 // times as RFC 3339, so records stay readable in kubectl and etcdctl and
 // round-trip exactly.
 //
