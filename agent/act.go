@@ -148,14 +148,45 @@ func (a *Agent) acquire(ctx context.Context) bool {
 	return true
 }
 
-// fenceSelf makes the local mysqld read-only and kills its clients:
+// fenceSelf makes the local mysqld refuse writes, then gives up our right to
+// write. It stops at the first step that fails and returns why; without a
+// connection to the local mysqld, step 1 fails.
 //
-//	MySQL:   SET GLOBAL super_read_only = ON; KILL CONNECTION id ...
-//	MariaDB: SET GLOBAL read_only = ON; KILL HARD CONNECTION id ...
+// 1. Fence, within retry_timeout (mysqlctl.Instance.Fence): read the switch;
+// if it is off, set it, and read it back. While the SET waits for the global
+// read lock, the client sessions in its way are killed (as in step 2) every
+// 150 ms until it returns:
 //
-// (mysqlctl.Instance.Fence kills the sessions that block the switch and
-// verifies that it reads ON). The deadline is cleared only once the fence
-// holds. It returns why it failed.
+//	MySQL:   SELECT @@global.read_only, @@global.super_read_only
+//	         SET SESSION lock_wait_timeout = 1
+//	         SET GLOBAL super_read_only = ON
+//	         SELECT @@global.read_only, @@global.super_read_only
+//	MariaDB: SELECT @@global.read_only
+//	         SET SESSION lock_wait_timeout = 1
+//	         SET GLOBAL read_only = ON
+//	         SELECT @@global.read_only
+//
+// From the second kill round on, commits still waiting for a semi-sync
+// acknowledgement (which a KILL does not release on MySQL) are released:
+//
+//	MySQL:   SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_source_wait_sessions'
+//	         SET GLOBAL rpl_semi_sync_source_enabled = OFF   -- only if > 0
+//	MariaDB: SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_wait_sessions'
+//	         SET GLOBAL rpl_semi_sync_master_enabled = OFF   -- only if > 0
+//
+// 2. Kill every remaining client session (an idle open transaction survives
+// the fence and keeps its row locks), within a retry_timeout of its own; a
+// failure here is logged, not returned:
+//
+//	SELECT ID, USER, HOST, COMMAND, TIME FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()
+//	MySQL:   KILL CONNECTION id        -- each client session
+//	MariaDB: KILL HARD CONNECTION id
+//
+// 3. Clear the lock deadline, only now that the fence holds, so the watchdog
+// stands down.
+//
+// 4. If we were leading or primary, log it and record a Fenced Event; drop
+// our pod's role label (dcs.RoleUnknown).
 func (a *Agent) fenceSelf(ctx context.Context, kind, reason string) error {
 	a.metrics.FencingActions.WithLabelValues(kind).Inc()
 	a.metrics.IsLeader.Set(0)

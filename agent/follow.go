@@ -13,19 +13,69 @@ import (
 	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
 
-// follow makes us a read-only replica of the lock holder. Our mysqld is
-// already read-only: failover.Decide fences a writable member that does not
-// hold the lock before it ever follows. Every iteration it checks that we
-// have no transaction the leader lacks (errant), then:
+// follow makes us a read-only replica of the lock holder, leader. Our mysqld
+// is already read-only: failover.Decide fences a writable member that does
+// not hold the lock before it ever follows. Every iteration, stopping at the
+// first step that fails:
 //
-//	repoint, when the source differs:
-//	  MySQL:   STOP REPLICA; CHANGE REPLICATION SOURCE TO ..., SOURCE_AUTO_POSITION=1; START REPLICA
-//	  MariaDB: STOP SLAVE; SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos;
-//	           CHANGE MASTER TO ..., MASTER_USE_GTID=slave_pos; START SLAVE
-//	restart stopped threads (a promoting candidate that lost stopped them),
-//	only towards the holder: START REPLICA | START SLAVE
-//	semi-sync replica side on or off:
-//	  MySQL: SET GLOBAL rpl_semi_sync_replica_enabled;  MariaDB: rpl_semi_sync_slave_enabled
+// 1. Find the leader's member record; without one (or without its MySQL
+// address) drop our pod's role label and wait.
+//
+// 2. Check that we have no transaction the leader lacks (checkErrant):
+// unless our executed set is empty, observe the leader's mysqld; while it
+// is still read-only (promoting) give no verdict and wait; otherwise compare
+// our executed set with its (on MariaDB also the gtid_binlog_state of
+// both). Errant transactions stop us here, with no role label and an
+// Errant Event when the errant set changed:
+//
+//	SHOW GLOBAL VARIABLES WHERE Variable_name IN (...)   -- on the leader
+//	SHOW GLOBAL STATUS WHERE Variable_name IN (...)
+//	SHOW REPLICA STATUS
+//
+// 3a. Repoint, when our source is not the leader's address or not
+// GTID-positioned; the MariaDB alignment runs only when gtid_binlog_pos is
+// non-empty and differs from gtid_slave_pos (read with SHOW GLOBAL
+// VARIABLES first):
+//
+//	MySQL:   STOP REPLICA
+//	         CHANGE REPLICATION SOURCE TO SOURCE_HOST = ?, SOURCE_PORT = ?, SOURCE_USER = ?,
+//	           SOURCE_PASSWORD = ?, SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = 1,
+//	           SOURCE_RETRY_COUNT = 86400, SOURCE_HEARTBEAT_PERIOD = loop_wait, GET_SOURCE_PUBLIC_KEY = 1
+//	         START REPLICA
+//	MariaDB: STOP SLAVE
+//	         SET GLOBAL gtid_slave_pos = @@gtid_binlog_pos
+//	         CHANGE MASTER TO MASTER_HOST = ?, MASTER_PORT = ?, MASTER_USER = ?, MASTER_PASSWORD = ?,
+//	           MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1, MASTER_HEARTBEAT_PERIOD = loop_wait
+//	         START SLAVE
+//
+// 3b. Or, when already pointed at the leader but a thread is stopped without
+// an error (most likely by a candidate promoting itself), restart
+// replication once it has stayed stopped for a loop_wait (a failure is
+// logged):
+//
+//	MySQL:   START REPLICA
+//	MariaDB: START SLAVE
+//
+// 4. Switch source-side semi-sync off if it is on (a failure is ignored):
+//
+//	MySQL:   SET GLOBAL rpl_semi_sync_source_timeout = ms
+//	         SET GLOBAL rpl_semi_sync_source_wait_for_replica_count = 1
+//	         SET GLOBAL rpl_semi_sync_source_enabled = OFF
+//	MariaDB: SET GLOBAL rpl_semi_sync_master_timeout = ms
+//	         SET GLOBAL rpl_semi_sync_master_enabled = OFF
+//
+// 5. Switch replica-side semi-sync on (off when semi_sync is off) when it
+// differs, restarting a running receiver so that it takes effect (MySQL
+// loads the plugin first when switching on: INSTALL PLUGIN
+// rpl_semi_sync_replica SONAME 'semisync_replica.so'); a failure is logged:
+//
+//	MySQL:   SET GLOBAL rpl_semi_sync_replica_enabled = ON|OFF
+//	         STOP REPLICA IO_THREAD; START REPLICA IO_THREAD
+//	MariaDB: SET GLOBAL rpl_semi_sync_slave_enabled = ON|OFF
+//	         STOP SLAVE IO_THREAD; START SLAVE IO_THREAD
+//
+// 6. Label our pod replica, or drop its role label while our replication is
+// broken (as observed at the start of this iteration).
 func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, leader string) {
 	a.metrics.IsLeader.Set(0)
 	lm, ok := cl.Member(leader)

@@ -11,20 +11,48 @@ import (
 	"github.com/mysqlha/mysqlha/dcs"
 )
 
-// handover is a planned switchover to target, losing nothing:
+// handover is a planned switchover to target, losing nothing. It stops at
+// the first step that fails; redo reports that it handed over or abandoned
+// the request.
 //
-//  1. renew, so the whole hand-over fits before our deadline;
-//  2. stop writes: MySQL: SET GLOBAL super_read_only = ON;  MariaDB: SET
-//     GLOBAL read_only = ON; then KILL [HARD] CONNECTION of every client;
-//  3. read our executed set and wait until the target has executed it:
-//     MySQL: SELECT WAIT_FOR_EXECUTED_GTID_SET(set, t);  MariaDB: SELECT
-//     MASTER_GTID_WAIT(pos, t);
-//  4. pass the lock to the target's name and agent instance in one
-//     compare-and-set; the target promotes itself, we follow it.
+// 1. Check the target: it must have a member record with a MySQL address
+// (else wait), and publish an agent instance id (else abandon the request,
+// as in step 6). Connect to its mysqld.
 //
-// A target that does not catch up in time abandons the request rather than
-// retrying, since every retry would stop writes again; the next iteration
-// makes us writable again. redo reports that it did.
+// 2. Renew the lock, so that the whole hand-over fits before our deadline.
+//
+// 3. Stop writes: fence our mysqld and kill its client sessions, as
+// fenceSelf does (steps 1 and 2 there; here a failure to kill is ignored);
+// steps 3 and 4 run under one retry_timeout:
+//
+//	MySQL:   SET GLOBAL super_read_only = ON; KILL CONNECTION id ...
+//	MariaDB: SET GLOBAL read_only = ON; KILL HARD CONNECTION id ...
+//
+// 4. Read our executed set, now final:
+//
+//	SHOW GLOBAL VARIABLES WHERE Variable_name IN (...)   -- gtid_executed | gtid_binlog_pos
+//	SHOW GLOBAL STATUS WHERE Variable_name IN (...)
+//	SHOW REPLICA STATUS
+//
+// 5. Wait, on the target's mysqld, until it has executed that set, for what
+// the deadline leaves after two retry_timeouts for the steps that follow
+// (none left: stop, stay fenced, and let the next iteration decide):
+//
+//	MySQL:   SELECT WAIT_FOR_EXECUTED_GTID_SET(set, seconds)
+//	MariaDB: SELECT MASTER_GTID_WAIT(pos, seconds)
+//
+// 6. A target that does not catch up in time abandons the request (it is
+// cleared, with a SwitchoverRejected Event) rather than retrying, since every
+// retry would stop writes again; the next iteration makes us writable again.
+//
+// 7. Pass the lock to the target's name and agent instance in one
+// compare-and-set (Store.HandoverLeader); the target promotes itself, we
+// follow it.
+//
+// 8. Clear our deadline, drop our pod's role label (after the hand-over, not
+// inside the write stop: the target drops our primary label itself before it
+// unfences), record a Switchover Event, clear the request and append a
+// switchover history entry with how long writes were stopped.
 func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason string) (redo bool) {
 	tm, ok := cl.Member(target)
 	if !ok || tm.MySQLAddr == "" {

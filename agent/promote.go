@@ -16,39 +16,85 @@ import (
 )
 
 // promote carries out one step of the promotion that failover.Decide chose
-// (DESIGN.md section 3). Each step is idempotent and derived from what was
-// observed this iteration, so a crash at any line is repaired by the next
-// attempt. Without action.Unfence it only prepares:
+// (DESIGN.md section 3); act has renewed the lock, when due, just before.
+// Each step is idempotent and derived from what was observed this
+// iteration, so a crash at any line is repaired by the next attempt.
 //
-//  1. stop the receivers of peers still pulling from another source, so an
-//     old semi-sync source can acknowledge nothing more:
-//     MySQL: STOP REPLICA IO_THREAD;  MariaDB: STOP SLAVE IO_THREAD
-//  2. fence every other member that answered writable (an old source):
-//     MySQL: SET GLOBAL super_read_only = ON;  MariaDB: SET GLOBAL read_only = ON
-//     plus KILL [HARD] CONNECTION of the sessions in the way.
+// When the action names receivers to stop or members to fence, it only
+// prepares, on the peers' mysqld, each step on all the named peers in
+// parallel under one retry_timeout:
 //
-// If either fails, the promotion stops there: we keep the lock, stay
-// read-only, and retry at the next iteration. Otherwise the loop decides
-// again at once (redo), on fresh observations. With action.Unfence:
+// 1. Stop the receiver of every peer still pulling from another source, so
+// an old semi-sync source can collect no more acknowledgements:
 //
-//  3. drop the primary label of every other member;
-//  4. when our old source answers, fenced, wait until we have all it
-//     executed (its history is final), restarting our receiver if an
-//     earlier attempt stopped it (START REPLICA | START SLAVE): MySQL: SELECT
-//     WAIT_FOR_EXECUTED_GTID_SET(set, t);  MariaDB: SELECT
-//     MASTER_GTID_WAIT(pos, t). Then apply the whole relay log:
-//     MySQL: STOP REPLICA IO_THREAD; SELECT
-//     WAIT_FOR_EXECUTED_GTID_SET(retrieved, t);  MariaDB: STOP SLAVE
-//     IO_THREAD; SELECT MASTER_GTID_WAIT(pos, t). A long apply spans
-//     iterations, renewing the lock meanwhile;
-//  5. forget the source and switch semi-sync sides:
-//     MySQL: STOP REPLICA; RESET REPLICA ALL; SET GLOBAL
-//     rpl_semi_sync_replica_enabled = OFF; rpl_semi_sync_source_enabled = ON
-//     MariaDB: STOP SLAVE; RESET SLAVE ALL; SET GLOBAL
-//     rpl_semi_sync_slave_enabled = OFF; rpl_semi_sync_master_enabled = ON
-//  6. become writable, only if the deadline leaves room:
-//     MySQL: SET GLOBAL super_read_only = OFF; SET GLOBAL read_only = OFF
-//     MariaDB: SET GLOBAL read_only = OFF
+//	MySQL:   STOP REPLICA IO_THREAD
+//	MariaDB: STOP SLAVE IO_THREAD
+//
+// 2. Fence every other member that answered writable (an old source), then
+// kill its client sessions, as fenceSelf does to ours (steps 1 and 2 there):
+//
+//	MySQL:   SET GLOBAL super_read_only = ON; KILL CONNECTION id ...
+//	MariaDB: SET GLOBAL read_only = ON; KILL HARD CONNECTION id ...
+//
+// Both steps always run. If either fails on any peer, the promotion stops
+// there: we keep the lock, stay read-only, and retry at the next iteration.
+// Otherwise the loop decides again at once (redo), on fresh observations.
+//
+// Otherwise, with action.Unfence, it promotes our mysqld, steps 4 to 8
+// under one retry_timeout, stopping at the first step that fails (we stay
+// read-only, holding the lock, and the next iteration resumes):
+//
+// 3. Log and record an UnverifiedFence Event naming the members that could
+// not be reached, if any; drop the primary label of every other member.
+//
+// 4. When our old source answered this iteration, fenced, its history is
+// final: take all of it before cutting the stream. Restart our replication
+// if an earlier attempt stopped it (and it is not broken), then wait up to
+// retry_timeout/2 for its executed set:
+//
+//	MySQL:   START REPLICA
+//	         SELECT WAIT_FOR_EXECUTED_GTID_SET(set, seconds)
+//	MariaDB: START SLAVE
+//	         SELECT MASTER_GTID_WAIT(pos, seconds)
+//
+// 5. Stop our receiver, observe, and wait up to retry_timeout/2 until the
+// whole relay log (the retrieved set) is applied; a long apply spans
+// iterations, the lock renewed meanwhile:
+//
+//	MySQL:   STOP REPLICA IO_THREAD
+//	MariaDB: STOP SLAVE IO_THREAD
+//	both:    SHOW GLOBAL VARIABLES WHERE Variable_name IN (...)
+//	         SHOW GLOBAL STATUS WHERE Variable_name IN (...)
+//	         SHOW REPLICA STATUS
+//	MySQL:   SELECT WAIT_FOR_EXECUTED_GTID_SET(retrieved, seconds)   -- if anything was retrieved
+//	MariaDB: SELECT MASTER_GTID_WAIT(retrieved, seconds)
+//
+// 6. Forget the source:
+//
+//	MySQL:   STOP REPLICA; RESET REPLICA ALL
+//	MariaDB: STOP SLAVE; RESET SLAVE ALL
+//
+// 7. Switch replica-side semi-sync off if it is on (a failure is only
+// logged), then, unless semi_sync is off, source-side semi-sync on, waiting
+// for one replica (MySQL loads the plugin first if it is not loaded:
+// INSTALL PLUGIN rpl_semi_sync_source SONAME 'semisync_source.so'):
+//
+//	MySQL:   SET GLOBAL rpl_semi_sync_replica_enabled = OFF
+//	         SET GLOBAL rpl_semi_sync_source_timeout = ms
+//	         SET GLOBAL rpl_semi_sync_source_wait_for_replica_count = 1
+//	         SET GLOBAL rpl_semi_sync_source_enabled = ON
+//	MariaDB: SET GLOBAL rpl_semi_sync_slave_enabled = OFF
+//	         SET GLOBAL rpl_semi_sync_master_timeout = ms
+//	         SET GLOBAL rpl_semi_sync_master_enabled = ON
+//
+// 8. Become writable, only if the lock deadline leaves a retry_timeout:
+//
+//	MySQL:   SET GLOBAL super_read_only = OFF; SET GLOBAL read_only = OFF
+//	MariaDB: SET GLOBAL read_only = OFF
+//
+// 9. Record a Promoted Event and label our pod primary; when we took the
+// lock from a lost leader, set the failover phase metrics and append a
+// failover history entry.
 func (a *Agent) promote(ctx context.Context, action failover.Action, o observed) (redo bool) {
 	if len(action.StopReceivers) > 0 || len(action.Fence) > 0 {
 		stopped := a.onPeers(ctx, action.StopReceivers, o.peers, func(cctx context.Context, name string, p Database) error {
