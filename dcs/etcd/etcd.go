@@ -150,35 +150,26 @@ func New(opts Options) (*Store, error) {
 	if err := dcs.ValidateName("cluster", opts.Cluster); err != nil {
 		return nil, err
 	}
-	if err := dcs.ValidateName("member", opts.Member); err != nil {
-		return nil, err
-	}
-	var err error
-	if opts.Instance, err = record.StoreInstance(opts.Instance); err != nil {
-		return nil, err
-	}
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
 	if !strings.HasPrefix(opts.Prefix, "/") || strings.HasSuffix(opts.Prefix, "/") {
 		return nil, fmt.Errorf("%w: prefix %q must start and not end with '/'", dcs.ErrInvalid, opts.Prefix)
 	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
-	if opts.MemberTTL, opts.MemberRefresh, err = record.MemberTiming(opts.MemberTTL, opts.MemberRefresh); err != nil {
+	o, err := record.StoreOptions{
+		Member: opts.Member, Instance: opts.Instance, Clock: opts.Clock, Logger: opts.Logger,
+		MemberTTL: opts.MemberTTL, MemberRefresh: opts.MemberRefresh,
+	}.WithDefaults()
+	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		cli: opts.Client, prefix: opts.Prefix + "/" + opts.Cluster + "/",
-		cluster: opts.Cluster, name: opts.Member, instance: opts.Instance, clock: opts.Clock,
-		log: opts.Logger.Named("dcs-etcd").With(zap.String("cluster", opts.Cluster), zap.String("member", opts.Member),
-			zap.String("instance", opts.Instance)),
-		memberTTL: opts.MemberTTL, memberRefresh: opts.MemberRefresh,
+		cluster: opts.Cluster, name: o.Member, instance: o.Instance, clock: o.Clock,
+		log: o.Logger.Named("dcs-etcd").With(zap.String("cluster", opts.Cluster), zap.String("member", o.Member),
+			zap.String("instance", o.Instance)),
+		memberTTL: o.MemberTTL, memberRefresh: o.MemberRefresh,
 		changes: make(chan struct{}, 1), syncedCh: make(chan struct{}),
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		kvs: map[string]*mvccpb.KeyValue{}, observed: map[string]time.Time{},

@@ -188,18 +188,12 @@ func New(opts Options) (*Store, error) {
 	if err := dcs.ValidateName("cluster", opts.Cluster); err != nil {
 		return nil, err
 	}
-	if err := dcs.ValidateName("member", opts.Member); err != nil {
+	o, err := record.StoreOptions{
+		Member: opts.Member, Instance: opts.Instance, Clock: opts.Clock, Logger: opts.Logger,
+		MemberTTL: opts.MemberTTL, MemberRefresh: opts.MemberRefresh,
+	}.WithDefaults()
+	if err != nil {
 		return nil, err
-	}
-	var err error
-	if opts.Instance, err = record.StoreInstance(opts.Instance); err != nil {
-		return nil, err
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
 	}
 	if opts.ManagedByLabel == "" {
 		opts.ManagedByLabel = DefaultManagedByLabel
@@ -207,21 +201,18 @@ func New(opts Options) (*Store, error) {
 	if opts.ClusterLabel == "" {
 		opts.ClusterLabel = DefaultClusterLabel
 	}
-	if opts.MemberTTL, opts.MemberRefresh, err = record.MemberTiming(opts.MemberTTL, opts.MemberRefresh); err != nil {
-		return nil, err
-	}
 	lbls := map[string]string{opts.ManagedByLabel: ManagedByValue, opts.ClusterLabel: opts.Cluster}
 	if _, err := labels.ValidatedSelectorFromSet(lbls); err != nil {
 		return nil, fmt.Errorf("%w: labels: %v", dcs.ErrInvalid, err)
 	}
 	s := &Store{
 		leases: opts.Leases.Leases(opts.Namespace),
-		ns:     opts.Namespace, cluster: opts.Cluster, name: opts.Member, instance: opts.Instance,
+		ns:     opts.Namespace, cluster: opts.Cluster, name: o.Member, instance: o.Instance,
 		leaderName: opts.Cluster + "-leader", stateName: opts.Cluster + "-state", mpref: opts.Cluster + "-member-",
-		labels: lbls, clock: opts.Clock,
-		log: opts.Logger.Named("dcs-kubernetes").With(zap.String("namespace", opts.Namespace),
-			zap.String("cluster", opts.Cluster), zap.String("member", opts.Member), zap.String("instance", opts.Instance)),
-		memberTTL: opts.MemberTTL, memberRefresh: opts.MemberRefresh,
+		labels: lbls, clock: o.Clock,
+		log: o.Logger.Named("dcs-kubernetes").With(zap.String("namespace", opts.Namespace),
+			zap.String("cluster", opts.Cluster), zap.String("member", o.Member), zap.String("instance", o.Instance)),
+		memberTTL: o.MemberTTL, memberRefresh: o.MemberRefresh,
 		changes: make(chan struct{}, 1), done: make(chan struct{}),
 		objs: map[string]entry{}, lastConfig: dcs.DefaultConfig(),
 	}

@@ -63,27 +63,18 @@ var _ dcs.Store = (*Store)(nil)
 // NewStore returns a store for opts.Member, synced with the Server unless
 // the member is partitioned.
 func (srv *Server) NewStore(opts Options) (*Store, error) {
-	if err := dcs.ValidateName("member", opts.Member); err != nil {
-		return nil, err
-	}
-	var err error
-	if opts.Instance, err = record.StoreInstance(opts.Instance); err != nil {
-		return nil, err
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
-	if opts.Logger == nil {
-		opts.Logger = zap.NewNop()
-	}
-	if opts.MemberTTL, opts.MemberRefresh, err = record.MemberTiming(opts.MemberTTL, opts.MemberRefresh); err != nil {
+	o, err := record.StoreOptions{
+		Member: opts.Member, Instance: opts.Instance, Clock: opts.Clock, Logger: opts.Logger,
+		MemberTTL: opts.MemberTTL, MemberRefresh: opts.MemberRefresh,
+	}.WithDefaults()
+	if err != nil {
 		return nil, err
 	}
 	s := &Store{
-		srv: srv, name: opts.Member, instance: opts.Instance, clock: opts.Clock,
-		log: opts.Logger.Named("dcs-memory").With(zap.String("cluster", srv.cluster), zap.String("member", opts.Member),
-			zap.String("instance", opts.Instance)),
-		memberTTL: opts.MemberTTL, memberRefresh: opts.MemberRefresh,
+		srv: srv, name: o.Member, instance: o.Instance, clock: o.Clock,
+		log: o.Logger.Named("dcs-memory").With(zap.String("cluster", srv.cluster), zap.String("member", o.Member),
+			zap.String("instance", o.Instance)),
+		memberTTL: o.MemberTTL, memberRefresh: o.MemberRefresh,
 		changes: make(chan struct{}, 1),
 		obs:     map[string]observation{},
 	}

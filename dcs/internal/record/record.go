@@ -2,9 +2,9 @@
 // written once: the wire format (JSON encodings of member records and
 // cluster state, with the validation that turns garbage into dcs.ErrCorrupt
 // errors naming the object, and DecodeState, which reads the cluster-state
-// records into a dcs.Cluster), the member write-rate policy, the
-// preparation and refusal of the create-once records, and the expiry rule
-// (Expired). Durations are stored as Go duration strings ("1.5s") and
+// records into a dcs.Cluster), the defaults of the options every store
+// takes (StoreOptions), the member write-rate policy, the preparation and
+// refusal of the create-once records, and the expiry rule (Expired). Durations are stored as Go duration strings ("1.5s") and
 // times as RFC 3339, so records stay readable in kubectl and etcdctl and
 // round-trip exactly.
 //
@@ -191,18 +191,6 @@ func PrepareMember(self, selfInstance string, m dcs.Member, now time.Time) (dcs.
 	return m, data, nil
 }
 
-// StoreInstance returns the instance id a store is built with: opt after
-// checking it, or a fresh dcs.NewInstance when opt is empty.
-func StoreInstance(opt string) (string, error) {
-	if opt == "" {
-		return dcs.NewInstance(), nil
-	}
-	if err := dcs.ValidateInstance(opt); err != nil {
-		return "", fmt.Errorf("options: %w; or leave Instance empty to draw a random one", err)
-	}
-	return opt, nil
-}
-
 // HolderDescription names the lock holder (holder, instance) in the errors
 // of the store of (self, selfInstance). A holder carrying this store's
 // member name is another agent process: the description says so, because
@@ -216,24 +204,6 @@ func HolderDescription(self, selfInstance, holder, instance string) string {
 	default:
 		return fmt.Sprintf("%s (another agent instance %s; two agents may be running with one name)", holder, instance)
 	}
-}
-
-// MemberTiming applies the defaults to a store's member ttl and refresh
-// interval and checks them.
-func MemberTiming(ttl, refresh time.Duration) (time.Duration, time.Duration, error) {
-	if ttl == 0 {
-		ttl = dcs.DefaultMemberTTL
-	}
-	if refresh == 0 {
-		refresh = dcs.DefaultMemberRefresh
-	}
-	if err := dcs.ValidateTTL(ttl); err != nil {
-		return 0, 0, fmt.Errorf("member ttl: %w", err)
-	}
-	if refresh <= 0 || refresh >= ttl {
-		return 0, 0, fmt.Errorf("%w: member refresh %v must be > 0 and below member ttl %v", dcs.ErrInvalid, refresh, ttl)
-	}
-	return ttl, refresh, nil
 }
 
 // MemberNeedsWrite implements the write-rate policy of UpdateMember: write
