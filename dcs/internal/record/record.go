@@ -1,12 +1,19 @@
-// Package record holds what the DCS backends share, so that each rule is
-// written once: the wire format (JSON encodings of member records and
-// cluster state, with the validation that turns garbage into dcs.ErrCorrupt
-// errors naming the object, and DecodeState, which reads the cluster-state
-// records into a dcs.Cluster), the defaults of the options every store
-// takes (StoreOptions), the member write-rate policy, the preparation and
-// refusal of the create-once records, and the expiry rule (Expired). Durations are stored as Go duration strings ("1.5s") and
-// times as RFC 3339, so records stay readable in kubectl and etcdctl and
-// round-trip exactly.
+// Package record holds what the DCS backends share, so that each
+// backend-neutral rule is written once:
+//
+//   - the wire format: JSON encodings of member records and cluster state,
+//     with the validation that turns garbage into dcs.ErrCorrupt errors
+//     naming the object, and DecodeState, which reads the cluster-state
+//     records into a dcs.Cluster;
+//   - the expiry rule (Expired);
+//   - the defaults of the options every store takes (StoreOptions);
+//   - the member write-rate policy (MemberNeedsWrite);
+//   - the preparation and refusal of the create-once records
+//     (PrepareSwitchover, PrepareInitialized).
+//
+// Durations are stored as Go duration strings ("1.5s") and times as RFC
+// 3339, so records stay readable in kubectl and etcdctl and round-trip
+// exactly.
 //
 // Decoders ignore unknown JSON fields so that an older agent can read
 // records written by a newer one during a rolling upgrade.
