@@ -1,5 +1,9 @@
-// Package etcdtest starts a real, single-member etcd v3 server in-process
-// (go.etcd.io/etcd/server/v3/embed) for tests, benchmarks and the demo.
+// Package etcdtest starts a real etcd v3 server, not a fake, and is used by
+// both the tests and the demo. The server is a single member embedded in
+// the calling process (go.etcd.io/etcd/server/v3/embed); the DCS tests and
+// benchmarks, e2e, kubetest (as the apiserver's storage) and the demo's
+// etcd all run on it. The name follows Go's httptest: a helper for tests,
+// not a test double.
 //
 // Start and Launch guarantee that, when they return, the server has elected
 // itself leader and serves the v3 gRPC API on http://127.0.0.1:<port> (a free
