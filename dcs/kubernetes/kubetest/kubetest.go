@@ -1,11 +1,10 @@
 // Package kubetest starts a real kube-apiserver (and, on request, a real
 // kube-controller-manager), not fakes, and is used by both the tests and the
-// demo. The apiserver is the upstream binary (built
-// from k8s.io/kubernetes KubernetesVersion by `make kube-bin`), run as a
-// child process and backed by a real etcd from etcdtest; the tests of the
-// Kubernetes DCS, the agent, deploy and e2e, and the demo's Kubernetes mode
-// all run on it. The name follows Go's httptest: a helper for tests, not a
-// test double.
+// demo. They are the upstream binaries (built from k8s.io/kubernetes
+// KubernetesVersion by `make kube-bin`), run as child processes, with a real
+// etcd from etcdtest as storage; the tests of the Kubernetes DCS, the agent,
+// deploy and e2e, and the demo's Kubernetes mode all run on them. The name
+// follows Go's httptest: a helper for tests, not a test double.
 //
 // Start and Launch guarantee that, when they return, /readyz answers ok, RBAC
 // is the only authorizer, and two static token users exist: an admin (group
