@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"go.uber.org/zap"
+
 	"github.com/mysqlha/mysqlha/dcs"
 )
 
@@ -28,4 +30,21 @@ func (a *Agent) duplicateIdentity(ctx context.Context, cl *dcs.Cluster) string {
 	}
 	return fmt.Sprintf("agent instance %s publishes member %s (API %s, MySQL %s) and its record is live; this is instance %s",
 		m.Instance, m.Name, m.APIURL, m.MySQLAddr, a.instance)
+}
+
+// reportDuplicate logs a change of the duplicate-identity finding, sets its
+// metric and, when one appears, records a DuplicateIdentity Event.
+func (a *Agent) reportDuplicate(ctx context.Context, dup string) {
+	if dup == a.duplicate {
+		return
+	}
+	a.duplicate = dup
+	if dup == "" {
+		a.metrics.DuplicateIdentity.Set(0)
+		a.log.Info("no other live agent with our member name any more")
+		return
+	}
+	a.metrics.DuplicateIdentity.Set(1)
+	a.log.Error("another live agent runs with our member name: refusing to act, mysqld stays fenced", zap.String("duplicate", dup))
+	a.labeler.Event(ctx, a.self.Name, eventWarning, "DuplicateIdentity", "refusing to act: "+dup)
 }

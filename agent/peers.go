@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -113,4 +114,28 @@ func closeDB(db Database) {
 	if c, ok := db.(interface{ Close() error }); ok {
 		c.Close()
 	}
+}
+
+// onPeers runs f on each named probed peer in parallel under one
+// retry_timeout bound and reports whether it succeeded on all of them.
+func (a *Agent) onPeers(ctx context.Context, names []string, peers map[string]peerProbe, f func(context.Context, string, Database) error) bool {
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	errs := make([]error, len(names))
+	done := make(chan struct{})
+	for i, name := range names {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			p, ok := peers[name]
+			if !ok || p.db == nil {
+				errs[i] = fmt.Errorf("%s was not probed", name)
+				return
+			}
+			errs[i] = f(cctx, name, p.db)
+		}()
+	}
+	for range names {
+		<-done
+	}
+	return errors.Join(errs...) == nil
 }

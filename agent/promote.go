@@ -243,3 +243,30 @@ func (a *Agent) recordFailover(ctx context.Context, writable time.Time) {
 		a.log.Warn("appending history failed", zap.Error(err))
 	}
 }
+
+// steadyPrimary keeps a running primary's settings right:
+//
+//	MySQL:   SET GLOBAL rpl_semi_sync_source_enabled = ON|OFF (and its timeout)
+//	MariaDB: SET GLOBAL rpl_semi_sync_master_enabled = ON|OFF (and its timeout)
+func (a *Agent) steadyPrimary(ctx context.Context, obs mysqlctl.Observation) {
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	want := a.clusterConfig.SemiSync != dcs.SemiSyncOff
+	if obs.Status.SemiSync.SourceEnabled != want || (want && obs.Status.SemiSync.SourceTimeout != a.semiSyncTimeout()) {
+		if err := a.db.SetSemiSyncSource(cctx, want, a.semiSyncTimeout(), 1); err != nil {
+			a.log.Warn("setting source semi-sync failed", zap.Error(err))
+		}
+	}
+	a.setRole(ctx, dcs.RolePrimary)
+}
+
+func (a *Agent) semiSyncTimeout() time.Duration {
+	if a.clusterConfig.SemiSync == dcs.SemiSyncStrict {
+		// Effectively never fall back to asynchronous.
+		return 365 * 24 * time.Hour
+	}
+	if a.self.SemiSyncTimeout > 0 {
+		return a.self.SemiSyncTimeout
+	}
+	return 10 * time.Second
+}

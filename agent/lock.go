@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/mysqlctl"
+)
+
+// renewIfDue renews the lock when half a loop_wait has passed since the last
+// renewal, or when we hold no deadline of our own yet.
+func (a *Agent) renewIfDue(ctx context.Context) bool {
+	if a.clock.Since(a.lastRenewStart) < a.clusterConfig.LoopWait/2 && a.hasDeadline() {
+		return true
+	}
+	return a.renew(ctx)
+}
+
+// renew extends our lock. On success the deadline moves to start + ttl -
+// safety_margin, measured from the start of the request.
+func (a *Agent) renew(ctx context.Context) bool {
+	start := a.clock.Now()
+	cctx, cancel := a.callCtx(ctx)
+	err := a.store.RenewLeader(cctx, a.clusterConfig.TTL)
+	cancel()
+	if err != nil {
+		a.metrics.RenewFailures.Inc()
+		a.metrics.DCSErrors.WithLabelValues("renew").Inc()
+		if errors.Is(err, dcs.ErrNotLeader) {
+			a.log.Warn("lost the leader lock", zap.Error(err))
+			a.fenceSelf(ctx, "self", "lost the leader lock")
+			return false
+		}
+		a.log.Warn("renewing the leader lock failed", zap.Error(err))
+		return false
+	}
+	a.metrics.RenewLatency.Observe(a.clock.Since(start).Seconds())
+	a.lastRenewStart = start
+	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))
+	a.metrics.IsLeader.Set(1)
+	return true
+}
+
+func (a *Agent) acquire(ctx context.Context) bool {
+	start := a.clock.Now()
+	cctx, cancel := a.callCtx(ctx)
+	err := a.store.AcquireLeader(cctx, a.clusterConfig.TTL)
+	cancel()
+	if err != nil {
+		if !errors.Is(err, dcs.ErrHeld) && !errors.Is(err, dcs.ErrConflict) {
+			a.metrics.DCSErrors.WithLabelValues("acquire").Inc()
+		}
+		a.log.Info("did not win the leader lock", zap.Error(err))
+		return false
+	}
+	a.lastRenewStart = start
+	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))
+	a.metrics.IsLeader.Set(1)
+	a.log.Info("won the leader lock")
+	return true
+}
+
+func (a *Agent) release(ctx context.Context, reason string) {
+	if a.hasDeadline() {
+		// Giving the lock up lets another member promote at once: only when
+		// our mysqld is read-only or provably not running.
+		if err := a.fenceSelf(ctx, "self", reason); err != nil && !errors.Is(err, mysqlctl.ErrDown) {
+			a.log.Error("not releasing the leader lock: mysqld could not be fenced and is not known to be down", zap.Error(err))
+			return
+		}
+	}
+	a.setDeadline(time.Time{})
+	a.metrics.IsLeader.Set(0)
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if err := a.store.ReleaseLeader(cctx); err != nil && !errors.Is(err, dcs.ErrNotLeader) {
+		a.metrics.DCSErrors.WithLabelValues("release").Inc()
+		a.log.Warn("releasing the leader lock failed", zap.Error(err))
+		return
+	}
+	a.log.Warn("released the leader lock", zap.String("reason", reason))
+	a.labeler.Event(ctx, a.self.Name, eventWarning, "Demoted", "released the leader lock: "+reason)
+	a.setRole(ctx, dcs.RoleUnknown)
+}
+
+// bootstrap records the cluster's config and identity while holding the lock
+// of an uninitialised cluster. Each record is written once, so a crash
+// between any two steps is repaired by the next attempt; the cluster is
+// initialised only once both are stored, and only then may we promote.
+func (a *Agent) bootstrap(ctx context.Context, cl *dcs.Cluster) bool {
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if cl.ConfigVersion == "" {
+		err := a.store.SetConfig(cctx, a.self.Bootstrap, "")
+		if err != nil && !errors.Is(err, dcs.ErrConflict) {
+			a.log.Error("storing the bootstrap config failed; retrying before the cluster is initialised", zap.Error(err))
+			return false
+		}
+	}
+	st, err := a.db.Observe(cctx)
+	if err != nil {
+		a.log.Warn("observing mysqld for bootstrap failed", zap.Error(err))
+		return false
+	}
+	id := st.Status.ServerUUID
+	if id == "" {
+		id = fmt.Sprintf("mariadb-server-%d", st.Status.ServerID)
+	}
+	err = a.store.SetInitialized(cctx, dcs.Initialized{ClusterID: id, FirstGTID: st.Status.GTIDExecuted, Bootstrapper: a.self.Name})
+	if err != nil && !errors.Is(err, dcs.ErrExists) {
+		a.log.Error("recording the cluster identity failed; retrying", zap.Error(err))
+		return false
+	}
+	a.log.Info("bootstrapped the cluster", zap.String("cluster_id", id))
+	return true
+}

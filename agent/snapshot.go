@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
+	"github.com/mysqlha/mysqlha/mysqlctl"
+)
+
+// observed is what one iteration saw, handed from observe to act.
+type observed struct {
+	cl       *dcs.Cluster
+	obs      mysqlctl.Observation // our mysqld
+	localErr error
+	peers    map[string]peerProbe // probed peers, by member name; nil when not probed
+}
+
+func (a *Agent) observeLocal(ctx context.Context) (mysqlctl.Observation, error) {
+	if a.db == nil {
+		return mysqlctl.Observation{}, fmt.Errorf("local mysqld not connected: %w", a.dialErr)
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	obs, err := a.db.Observe(cctx)
+	if err != nil {
+		a.log.Warn("observing local mysqld failed", zap.Error(err))
+		return obs, err
+	}
+	if r := obs.Replica; r != nil && r.SecondsBehind != nil && r.IOThread == mysqlctl.ThreadRunning {
+		lag := time.Duration(*r.SecondsBehind) * time.Second
+		a.lastLag = &lag
+		a.metrics.LagSeconds.Set(lag.Seconds())
+	} else if r == nil {
+		a.lastLag = nil
+		a.metrics.LagSeconds.Set(0)
+	} else {
+		a.metrics.LagSeconds.Set(-1)
+	}
+	return obs, nil
+}
+
+// snapshot assembles what failover.Decide needs. It probes the peers'
+// mysqld while we hold the lock (to keep the cluster single-writable, and to
+// promote safely), and fills o.peers with what it found.
+func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failover.Snapshot {
+	cl, obs, localErr := o.cl, o.obs, o.localErr
+	now := a.clock.Now()
+	s := failover.Snapshot{
+		Self: a.self.Name, SelfInstance: a.instance, SelfAddr: a.self.MySQLAddr, Flavor: a.flavor(), Now: now,
+		Paused: a.clusterConfig.Paused, ConfigUnknown: cl.ConfigErr != nil && !a.clusterConfigGood,
+		Initialized: cl.Initialized != nil, ShuttingDown: stopping,
+		Deadline: a.effectiveDeadline(), Grace: a.clusterConfig.LoopWait * 2, MaxLag: a.clusterConfig.MaximumLagOnFailover,
+		PromotionTimeout: a.promotionTimeout(),
+		LocalUp:          localErr == nil, LocalDown: errors.Is(localErr, mysqlctl.ErrDown),
+		LocalWritable: localErr == nil && obs.Status.Writable(),
+	}
+	if r := obs.Replica; localErr == nil && r != nil {
+		s.LocalSource = net.JoinHostPort(r.SourceHost, strconv.Itoa(r.SourcePort))
+	}
+	if cl.Leader != nil {
+		s.Leader, s.LeaderInstance, s.LeaderExpired = cl.Leader.Holder, cl.Leader.Instance, cl.Leader.Expired
+	}
+	if s.Leader == "" || s.LeaderExpired {
+		if a.leaderlessSince.IsZero() {
+			a.leaderlessSince = now
+		}
+	} else {
+		a.leaderlessSince = time.Time{}
+		a.lastLeader = s.Leader
+	}
+	s.LeaderlessSince = a.leaderlessSince
+	if f := a.failoverFrom; f != nil {
+		s.FormerLeader = f.from
+	}
+	if sw := cl.Switchover; sw != nil && sw.Err == nil {
+		s.Switchover = &failover.SwitchoverRequest{From: sw.From, To: sw.To, ScheduledAt: sw.ScheduledAt, Force: sw.Force}
+	}
+	s.SwitchoverUnreadable = cl.Switchover != nil && cl.Switchover.Err != nil
+	s.Duplicate = a.duplicateIdentity(ctx, cl)
+
+	holding := s.Leader == a.self.Name && s.LeaderInstance == a.instance && !s.LeaderExpired && a.hasDeadline()
+	if holding && !(s.LocalWritable && s.LocalSource == "") {
+		if a.promotingSince.IsZero() {
+			a.promotingSince = now
+		}
+	} else {
+		a.promotingSince = time.Time{}
+	}
+	s.PromotingSince = a.promotingSince
+
+	self := a.selfMember(obs, localErr)
+	if now.Before(a.standDownUntil) {
+		self.Hold = "it gave the lock up to a better member moments ago"
+	}
+	s.Members = append(s.Members, self)
+	// Peers' live status matters when choosing who takes over, or whether
+	// to unfence; otherwise their records suffice.
+	promoting := !s.PromotingSince.IsZero()
+	wantPeers := s.Leader == "" || s.LeaderExpired || s.Switchover != nil || stopping || promoting
+	var live map[string]*MemberStatus
+	if wantPeers {
+		live = a.fetchPeers(ctx, cl)
+	}
+	// While we hold the lock, every peer's mysqld is probed: a promotion
+	// waits up to retry_timeout for an answer; a running primary's check
+	// for writable peers is best effort each iteration, on a short bound
+	// so that a hung peer does not delay the renewal that follows.
+	if holding && localErr == nil {
+		bound := a.clusterConfig.RetryTimeout / 4
+		if promoting {
+			bound = a.clusterConfig.RetryTimeout
+		}
+		o.peers = a.probePeers(ctx, cl, bound)
+	}
+	for _, m := range cl.Members {
+		if m.Name == a.self.Name {
+			continue
+		}
+		fm := toCandidate(m, live, wantPeers)
+		if p, ok := o.peers[m.Name]; ok {
+			fm.Observed, fm.Reachable, fm.Down = true, p.reachable, p.down
+			if p.reachable {
+				fm.Writable, fm.PullingFrom = p.obs.Status.Writable(), pullingFrom(p.obs)
+				fm.Executed = p.obs.Status.GTIDExecuted
+				if r := p.obs.Replica; r != nil {
+					fm.Retrieved = r.RetrievedGTID
+				}
+			}
+		}
+		s.Members = append(s.Members, fm)
+	}
+	return s
+}
+
+// promotionTimeout bounds how long a holder may stay unable to become
+// writable (say, a relay log that never finishes applying) before it gives
+// the lock up: long enough to apply the largest backlog a candidate may
+// have (maximum_lag_on_failover), with room to spare.
+func (a *Agent) promotionTimeout() time.Duration {
+	return max(time.Minute, 2*a.clusterConfig.MaximumLagOnFailover+a.clusterConfig.TTL)
+}
+
+func (a *Agent) selfMember(obs mysqlctl.Observation, localErr error) failover.Member {
+	m := failover.Member{
+		Name: a.self.Name, Fresh: true, Healthy: localErr == nil, NoFailover: a.self.NoFailover,
+		Priority: a.self.FailoverPriority, Errant: a.errant != "", Executed: obs.Status.GTIDExecuted, Lag: a.lastLag,
+	}
+	if r := obs.Replica; r != nil {
+		m.Retrieved = r.RetrievedGTID
+		m.ReplicationBroken = r.Broken()
+	}
+	return m
+}
+
+// toCandidate turns a member record (failover.FromRecord) and, when
+// fetched, its live status into what failover ranks: the live status
+// overrides the record's health, errant flag, GTIDs and replication state.
+// A peer asked over HTTP that did not answer is stale.
+func toCandidate(m dcs.Member, live map[string]*MemberStatus, asked bool) failover.Member {
+	fm := failover.FromRecord(m)
+	if !asked || m.APIURL == "" {
+		return fm
+	}
+	st, ok := live[m.Name]
+	if !ok || st == nil {
+		fm.Fresh = false
+		return fm
+	}
+	fm.Healthy = st.Healthy
+	fm.Errant = st.Errant != ""
+	fm.Executed, fm.Retrieved = st.GTIDExecuted, st.GTIDRetrieved
+	fm.ReplicationBroken = st.Replication == dcs.ReplicationBroken.String()
+	return fm
+}
