@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/internal/localproc"
 )
 
 const (
@@ -657,7 +658,7 @@ func (n *Node) DumpLogs(w io.Writer, lines int) {
 		if _, err := os.Stat(f); err != nil {
 			continue
 		}
-		fmt.Fprintf(w, "--- last %d lines of %s:\n%s\n", lines, f, kubetest.Tail(f, lines))
+		fmt.Fprintf(w, "--- last %d lines of %s:\n%s\n", lines, f, localproc.Tail(f, lines))
 	}
 }
 

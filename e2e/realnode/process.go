@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/internal/localproc"
 )
 
 // process is a node component running as a child process, its stdout and
@@ -108,7 +108,7 @@ func waitUntil(ctx context.Context, what string, interval time.Duration, check f
 		for _, p := range procs {
 			if p != nil && !p.alive() {
 				return fmt.Errorf("waiting for %s: %s exited (%v)\n--- last lines of %s:\n%s",
-					what, p.name, p.cmd.ProcessState, p.logFile, kubetest.Tail(p.logFile, 30))
+					what, p.name, p.cmd.ProcessState, p.logFile, localproc.Tail(p.logFile, 30))
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

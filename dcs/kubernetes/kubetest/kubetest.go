@@ -41,7 +41,6 @@
 package kubetest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -358,26 +357,6 @@ func freePort(host string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// Tail returns the last n lines of a file, for error messages about a
-// child process; the file's own error in parentheses when it cannot be read.
-func Tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }
 
 // Stop shuts the apiserver down gracefully (SIGTERM, then SIGKILL after

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mysqlha/mysqlha/internal/localproc"
 )
 
 // process is a control-plane binary running as a child process, with its
@@ -55,7 +57,7 @@ func launchProcess(what, bin, dir, logFile string, args []string, ready func(con
 	if err := p.waitReady(ready); err != nil {
 		p.killOnce()
 		return nil, fmt.Errorf("%s did not become ready after %v: %w\n--- last lines of %s:\n%s",
-			what, time.Since(began).Round(time.Millisecond), err, logFile, Tail(logFile, 40))
+			what, time.Since(began).Round(time.Millisecond), err, logFile, localproc.Tail(logFile, 40))
 	}
 	return p, nil
 }
