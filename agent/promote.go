@@ -16,7 +16,7 @@ import (
 )
 
 // promote carries out one step of the promotion that failover.Decide chose
-// (DESIGN.md section 3); act has renewed the lock, when due, just before.
+// (the promotion protocol); act has renewed the lock, when due, just before.
 // Each step is idempotent and derived from what was observed this
 // iteration, so a crash at any line is repaired by the next attempt.
 //

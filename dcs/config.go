@@ -92,7 +92,7 @@ type Config struct {
 	// Paused is maintenance mode: no automatic failover or demotion.
 	Paused bool
 	// Failsafe keeps the leader writable while the DCS is unreachable, as
-	// long as every member confirms it (DESIGN.md section 4).
+	// long as every member confirms it.
 	Failsafe bool
 }
 
@@ -108,7 +108,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks the timing rule of DESIGN.md section 3:
+// Validate checks the timing rule of the fence deadline:
 //
 //	loop_wait + 2*retry_timeout <= ttl - safety_margin
 //

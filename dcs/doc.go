@@ -32,7 +32,7 @@
 // What this package does not do: it does not fence. The holder must compute
 // its own deadline from the start of its last successful RenewLeader
 // (deadline = start + ttl - safety_margin) and make mysqld read-only before
-// it; see DESIGN.md section 3. A DCS cannot stop a paused process from
+// it (the fence deadline). A DCS cannot stop a paused process from
 // writing to MySQL after its lock expired.
 //
 // Snapshots (Store.Cluster) are served from a watch-fed cache where the

@@ -53,8 +53,8 @@ func TestKubernetesFailover(t *testing.T) {
 	old.KillAgent()
 	old.KillMySQL()
 	// At the instant a survivor acknowledges its first write, the dead
-	// primary's pod must be out of the primary Service already (DESIGN.md
-	// section 3, step 3 before step 5) and the Lease must name the writer.
+	// primary's pod must be out of the primary Service already (labels are
+	// dropped before the new primary unfences) and the Lease must name the writer.
 	var (
 		mu        sync.Mutex
 		oldRole   string

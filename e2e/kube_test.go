@@ -175,8 +175,8 @@ func newKubeEnv(tb testing.TB, cluster, dir string) *KubeEnv {
 	return k
 }
 
-// PrimaryService and ReplicasService are the Services DESIGN.md section 6
-// prescribes, selecting the role labels.
+// PrimaryService and ReplicasService are the Services of deploy/, selecting
+// the role labels.
 func (k *KubeEnv) PrimaryService() string  { return k.cluster + "-primary" }
 func (k *KubeEnv) ReplicasService() string { return k.cluster + "-replicas" }
 

@@ -27,5 +27,5 @@
 // primary keeps its label until someone who can reach the API server removes
 // it, and the Service endpoints follow labels only as fast as the endpoints
 // controller does; the agent must make a demoted mysqld read-only itself
-// (DESIGN.md section 3).
+// (the fence deadline).
 package podrole

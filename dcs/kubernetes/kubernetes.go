@@ -23,7 +23,7 @@
 //
 // Why Leases for the state too, rather than a ConfigMap: the agent then needs
 // exactly one resource in its Role (leases: get, list, watch, create, update;
-// no delete, no patch), which is DESIGN.md's RBAC sheet, and one watch covers
+// no delete, no patch; deploy/ grants just that), and one watch covers
 // every object of the cluster. The state records share one object, so each
 // record's version is a hash of its annotation: compare-and-set is by content
 // (an update of the history does not invalidate a pending switchover's
