@@ -199,3 +199,46 @@ func writePauseImage(ctx context.Context, workDir, archivePath string) error {
 	}
 	return BuildGoImage(ctx, src, PauseImage, archivePath)
 }
+
+// ImportImage loads an image archive (Docker or OCI format, e.g. from
+// WriteImageArchive or BuildGoImage) into containerd's k8s.io namespace,
+// where the kubelet finds it; pods use it with imagePullPolicy: Never.
+//
+// It returns once the CRI plugin has taken the images in (it labels them
+// io.cri-containerd.image=managed as it processes containerd's events):
+// a pod created before that fails with ErrImageNeverPull and waits out the
+// kubelet's back-off.
+func (n *Node) ImportImage(ctx context.Context, archivePath string) error {
+	out, err := n.ctr(ctx, "images", "import", archivePath)
+	if err != nil {
+		return fmt.Errorf("realnode: importing %s: %w", archivePath, err)
+	}
+	// "unpacking localhost/mysqlha/pause:1 (sha256:...)...done"
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "unpacking" {
+			names = append(names, f[1])
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("realnode: importing %s: no image named in ctr's output: %s", archivePath, out)
+	}
+	for _, name := range names {
+		err := waitUntil(ctx, "the CRI plugin to take in "+name, 20*time.Millisecond, func(ctx context.Context) error {
+			ls, err := n.ctr(ctx, "images", "ls", "name=="+name)
+			if err == nil && !strings.Contains(ls, "io.cri-containerd.image=managed") {
+				err = errors.New("not labelled io.cri-containerd.image=managed yet")
+			}
+			return err
+		}, n.containerd)
+		if err != nil {
+			return fmt.Errorf("realnode: importing %s: %w", archivePath, err)
+		}
+	}
+	return nil
+}
+
+// ctr runs ctr against the node's containerd in the k8s.io namespace.
+func (n *Node) ctr(ctx context.Context, args ...string) (string, error) {
+	return run(ctx, "ctr", append([]string{"--address", n.l.containerdSocket(), "-n", "k8s.io"}, args...)...)
+}
