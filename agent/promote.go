@@ -31,7 +31,8 @@ import (
 //	MariaDB: STOP SLAVE IO_THREAD
 //
 // 2. Fence every other member that answered writable (an old source), then
-// kill its client sessions, as fenceSelf does to ours (steps 1 and 2 there):
+// kill its client sessions, with the statements of fenceSelf's steps 1 and 2
+// (for a peer both share one retry_timeout):
 //
 //	MySQL:   SET GLOBAL super_read_only = ON; KILL CONNECTION id ...
 //	MariaDB: SET GLOBAL read_only = ON; KILL HARD CONNECTION id ...

@@ -7,6 +7,6 @@
 // Every failure is an *Error with a distinct exit code, so scripts can branch
 // on what went wrong.
 //
-// It depends on dcs and failover only, never on the agent: the agents and
+// It depends on dcs, failover and mysqlctl/gtid only, never on the agent: the agents and
 // agentctl meet in the DCS records. Only cmd/agentctl imports it.
 package ctl

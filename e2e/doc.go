@@ -3,8 +3,8 @@
 // the MySQL protocol, agentctl and the agent's HTTP API. One file per
 // scenario.
 //
-// The harness (cluster_test.go) builds cmd/agent once per test process and
-// runs, per test, an embedded etcd (dcs/etcd/etcdtest), MariaDB servers
+// The harness (cluster_test.go; main_test.go builds cmd/agent and
+// cmd/agentctl once per test process) runs, per test, an embedded etcd (dcs/etcd/etcdtest), MariaDB servers
 // (mysqlctl/mysqltest, configured read_only=ON as a production my.cnf must
 // be) and one agent process per server, each in its own process group and
 // killed with the test process (internal/localproc, shared with the demo);
