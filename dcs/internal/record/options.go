@@ -22,16 +22,16 @@ type StoreOptions struct {
 
 // WithDefaults checks the options every backend's store takes and fills in
 // their defaults, the same for all backends: Member must be a valid name;
-// Instance is checked, or drawn at random when empty (StoreInstance); Clock
+// Instance is checked, or drawn at random when empty (storeInstance); Clock
 // defaults to clock.RealClock{} and Logger to zap.NewNop(); MemberTTL and
 // MemberRefresh default to dcs.DefaultMemberTTL and dcs.DefaultMemberRefresh
-// and must fit each other (MemberTiming). Errors wrap dcs.ErrInvalid.
+// and must fit each other (memberTiming). Errors wrap dcs.ErrInvalid.
 func (o StoreOptions) WithDefaults() (StoreOptions, error) {
 	if err := dcs.ValidateName("member", o.Member); err != nil {
 		return StoreOptions{}, err
 	}
 	var err error
-	if o.Instance, err = StoreInstance(o.Instance); err != nil {
+	if o.Instance, err = storeInstance(o.Instance); err != nil {
 		return StoreOptions{}, err
 	}
 	if o.Clock == nil {
@@ -40,15 +40,15 @@ func (o StoreOptions) WithDefaults() (StoreOptions, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	if o.MemberTTL, o.MemberRefresh, err = MemberTiming(o.MemberTTL, o.MemberRefresh); err != nil {
+	if o.MemberTTL, o.MemberRefresh, err = memberTiming(o.MemberTTL, o.MemberRefresh); err != nil {
 		return StoreOptions{}, err
 	}
 	return o, nil
 }
 
-// StoreInstance returns the instance id a store is built with: opt after
+// storeInstance returns the instance id a store is built with: opt after
 // checking it, or a fresh dcs.NewInstance when opt is empty.
-func StoreInstance(opt string) (string, error) {
+func storeInstance(opt string) (string, error) {
 	if opt == "" {
 		return dcs.NewInstance(), nil
 	}
@@ -58,9 +58,9 @@ func StoreInstance(opt string) (string, error) {
 	return opt, nil
 }
 
-// MemberTiming applies the defaults to a store's member ttl and refresh
+// memberTiming applies the defaults to a store's member ttl and refresh
 // interval and checks them.
-func MemberTiming(ttl, refresh time.Duration) (time.Duration, time.Duration, error) {
+func memberTiming(ttl, refresh time.Duration) (time.Duration, time.Duration, error) {
 	if ttl == 0 {
 		ttl = dcs.DefaultMemberTTL
 	}

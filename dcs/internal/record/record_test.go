@@ -136,18 +136,18 @@ func TestPrepareMemberInstance(t *testing.T) {
 }
 
 func TestStoreInstance(t *testing.T) {
-	a, err := StoreInstance("")
+	a, err := storeInstance("")
 	if err != nil || len(a) != 16 || dcs.ValidateInstance(a) != nil {
 		t.Fatalf("drawn instance %q, %v", a, err)
 	}
-	if b, _ := StoreInstance(""); b == a {
+	if b, _ := storeInstance(""); b == a {
 		t.Fatalf("two draws gave the same instance %q", a)
 	}
-	if got, err := StoreInstance("given-1"); got != "given-1" || err != nil {
-		t.Fatalf("StoreInstance(given-1) = %q, %v", got, err)
+	if got, err := storeInstance("given-1"); got != "given-1" || err != nil {
+		t.Fatalf("storeInstance(given-1) = %q, %v", got, err)
 	}
-	if _, err := StoreInstance("a/b"); !errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), "leave Instance empty") {
-		t.Fatalf("StoreInstance(a/b) = %v, want ErrInvalid naming the fix", err)
+	if _, err := storeInstance("a/b"); !errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), "leave Instance empty") {
+		t.Fatalf("storeInstance(a/b) = %v, want ErrInvalid naming the fix", err)
 	}
 }
 
