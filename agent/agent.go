@@ -61,6 +61,9 @@ type Agent struct {
 	lastAction failover.Kind
 	errant     string
 	lastLag    *time.Duration
+	// awaitedHolder is the lock holder we wait on to turn writable before
+	// judging our history against it; "" when not waiting.
+	awaitedHolder string
 	// failoverFrom is set when we won the lock from a lost leader, until the
 	// promotion completes (for history and phase metrics).
 	failoverFrom *failoverStart

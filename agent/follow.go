@@ -160,9 +160,13 @@ func (a *Agent) checkErrant(ctx context.Context, leader dcs.Member, obs mysqlctl
 		// The holder has not promoted yet: its history is not final (it
 		// catches up first, or stands down for a member ahead of it, maybe
 		// us), so what we have and it lacks is not errant yet. Wait.
-		a.log.Info("the lock holder is still read-only; waiting before comparing histories", zap.String("leader", leader.Name))
+		if a.awaitedHolder != leader.Name {
+			a.awaitedHolder = leader.Name // said once per wait, not every loop
+			a.log.Info("the lock holder is still read-only; waiting before comparing histories", zap.String("leader", leader.Name))
+		}
 		return false
 	}
+	a.awaitedHolder = ""
 	errant, err := gtid.Errant(a.flavor(), obs.Status.GTIDExecuted, po.Status.GTIDExecuted)
 	if err == nil && errant == "" && obs.Status.GTIDBinlogState != "" && po.Status.GTIDBinlogState != "" {
 		// MariaDB: the position keeps one GTID per domain, so a write of
