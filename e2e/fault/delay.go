@@ -98,31 +98,60 @@ func openQueue(netns string, queue uint16) (*nfqueue, error) {
 }
 
 // socketIn makes a netfilter netlink socket in the namespace at path: a
-// socket belongs to the namespace of the thread that made it, so a locked
-// thread enters the namespace, makes it, and dies with its goroutine.
+// socket belongs to the namespace of the thread that made it.
 func socketIn(netns string) (int, error) {
 	type res struct {
 		fd  int
 		err error
 	}
+	// A goroutine of its own, so that the thread discarded when the way
+	// back fails is never the caller's.
 	ch := make(chan res, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread is discarded
-		f, err := os.Open(netns)
-		if err != nil {
-			ch <- res{-1, err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- res{-1, fmt.Errorf("entering %s: %w", netns, err)}
-			return
-		}
-		fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+		fd, err := inNetns(netns, func() (int, error) {
+			return unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+		})
 		ch <- res{fd, err}
 	}()
 	r := <-ch
 	return r.fd, r.err
+}
+
+// inNetns runs f on this goroutine's thread inside the network namespace
+// at path, then returns the thread to its own namespace. The thread must
+// live on: a child started with Pdeathsig (the node's control plane) dies
+// when the thread that forked it exits, and a goroutine that ends locked
+// to a thread ends the thread. Only when the way back fails is the thread
+// left locked, to be discarded, since it is in the wrong namespace.
+func inNetns(path string, f func() (int, error)) (int, error) {
+	runtime.LockOSThread()
+	own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+	if err != nil {
+		runtime.UnlockOSThread()
+		return -1, err
+	}
+	defer own.Close()
+	target, err := os.Open(path)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return -1, err
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return -1, fmt.Errorf("entering %s: %w", path, err)
+	}
+	fd, err := f()
+	if back := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); back != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		// Left locked: the thread, stuck in path's namespace, ends with
+		// the goroutine instead of serving others.
+		return -1, fmt.Errorf("returning from %s: %w", path, back)
+	}
+	runtime.UnlockOSThread()
+	return fd, err
 }
 
 func readAck(fd int) error {
