@@ -132,6 +132,18 @@ func (n *Node) startAPIServer() error {
 	return err
 }
 
+// RestartControllerManager replaces the controller manager with a new
+// one, as a restart of a control-plane node does. After the API server was
+// down, the old one's informers re-establish their watches with backoff
+// and lag tens of seconds behind (endpoints of a Service included), which
+// the next scenario would otherwise measure as its own.
+func (n *Node) RestartControllerManager() error {
+	if n.cm != nil {
+		n.cm.Stop()
+	}
+	return n.startControllerManager()
+}
+
 func (n *Node) startControllerManager() error {
 	var err error
 	n.cm, err = n.api.LaunchControllerManager(
