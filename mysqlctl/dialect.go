@@ -246,20 +246,28 @@ func onOff(b bool) string {
 // SemiSyncSource switches source-side semi-sync. Only the primary may have it
 // on: a replica with it on and log_slave_updates stalls its applier waiting
 // for acknowledgements nobody sends (measured on MariaDB 10.11).
+//
+// Switching on also sets the wait point to AFTER_SYNC (WaitPointAfterSync),
+// before enabling: the commit waits for the acknowledgement after the binary
+// log is synced and before the storage engine commits, so no other session
+// sees a transaction that no replica has. MySQL's default already; MariaDB's
+// is AFTER_COMMIT, where a transaction is visible (and may be read and acted
+// on) before any replica has it.
 func (d Dialect) SemiSyncSource(enabled bool, timeout time.Duration, waitForReplicas int) []Statement {
 	ms := max(timeout.Milliseconds(), 1)
-	if d.mariaDB() {
-		return []Statement{
-			stmt("SET GLOBAL rpl_semi_sync_master_timeout = ?", ms),
-			stmt("SET GLOBAL rpl_semi_sync_master_enabled = " + onOff(enabled)),
-		}
+	n := d.names()
+	out := []Statement{stmt("SET GLOBAL "+n.semiSourceTimeout+" = ?", ms)}
+	if !d.mariaDB() {
+		out = append(out, stmt("SET GLOBAL "+n.semiSourceWaitFor+" = ?", max(waitForReplicas, 1)))
 	}
-	return []Statement{
-		stmt("SET GLOBAL rpl_semi_sync_source_timeout = ?", ms),
-		stmt("SET GLOBAL rpl_semi_sync_source_wait_for_replica_count = ?", max(waitForReplicas, 1)),
-		stmt("SET GLOBAL rpl_semi_sync_source_enabled = " + onOff(enabled)),
+	if enabled {
+		out = append(out, stmt("SET GLOBAL "+n.semiWaitPoint+" = '"+WaitPointAfterSync+"'"))
 	}
+	return append(out, stmt("SET GLOBAL "+n.semiSourceEnabled+" = "+onOff(enabled)))
 }
+
+// WaitPointAfterSync is the semi-sync wait point SemiSyncSource sets.
+const WaitPointAfterSync = "AFTER_SYNC"
 
 // SemiSyncReplica switches replica-side semi-sync. It takes effect when the IO
 // thread next connects, so the caller restarts the IO thread.
@@ -276,33 +284,38 @@ type statusNames struct {
 	semiSourceEnabled, semiSourceTimeout, semiSourceWaitFor string
 	semiReplicaEnabled, semiSourceStatus, semiSourceClients string
 	semiReplicaStatus, logReplicaUpdates                    string
+	semiWaitPoint, semiSourceWaitSessions                   string
 }
 
 func (d Dialect) names() statusNames {
 	if d.mariaDB() {
 		return statusNames{
-			executed:           "gtid_binlog_pos",
-			semiSourceEnabled:  "rpl_semi_sync_master_enabled",
-			semiSourceTimeout:  "rpl_semi_sync_master_timeout",
-			semiReplicaEnabled: "rpl_semi_sync_slave_enabled",
-			semiSourceStatus:   "Rpl_semi_sync_master_status",
-			semiSourceClients:  "Rpl_semi_sync_master_clients",
-			semiReplicaStatus:  "Rpl_semi_sync_slave_status",
-			logReplicaUpdates:  "log_slave_updates",
+			executed:               "gtid_binlog_pos",
+			semiSourceEnabled:      "rpl_semi_sync_master_enabled",
+			semiSourceTimeout:      "rpl_semi_sync_master_timeout",
+			semiReplicaEnabled:     "rpl_semi_sync_slave_enabled",
+			semiSourceStatus:       "Rpl_semi_sync_master_status",
+			semiSourceClients:      "Rpl_semi_sync_master_clients",
+			semiReplicaStatus:      "Rpl_semi_sync_slave_status",
+			logReplicaUpdates:      "log_slave_updates",
+			semiWaitPoint:          "rpl_semi_sync_master_wait_point",
+			semiSourceWaitSessions: "Rpl_semi_sync_master_wait_sessions",
 		}
 	}
 	return statusNames{
-		superReadOnly:      "super_read_only",
-		serverUUID:         "server_uuid",
-		executed:           "gtid_executed",
-		semiSourceEnabled:  "rpl_semi_sync_source_enabled",
-		semiSourceTimeout:  "rpl_semi_sync_source_timeout",
-		semiSourceWaitFor:  "rpl_semi_sync_source_wait_for_replica_count",
-		semiReplicaEnabled: "rpl_semi_sync_replica_enabled",
-		semiSourceStatus:   "Rpl_semi_sync_source_status",
-		semiSourceClients:  "Rpl_semi_sync_source_clients",
-		semiReplicaStatus:  "Rpl_semi_sync_replica_status",
-		logReplicaUpdates:  "log_replica_updates",
+		superReadOnly:          "super_read_only",
+		serverUUID:             "server_uuid",
+		executed:               "gtid_executed",
+		semiSourceEnabled:      "rpl_semi_sync_source_enabled",
+		semiSourceTimeout:      "rpl_semi_sync_source_timeout",
+		semiSourceWaitFor:      "rpl_semi_sync_source_wait_for_replica_count",
+		semiReplicaEnabled:     "rpl_semi_sync_replica_enabled",
+		semiSourceStatus:       "Rpl_semi_sync_source_status",
+		semiSourceClients:      "Rpl_semi_sync_source_clients",
+		semiReplicaStatus:      "Rpl_semi_sync_replica_status",
+		logReplicaUpdates:      "log_replica_updates",
+		semiWaitPoint:          "rpl_semi_sync_source_wait_point",
+		semiSourceWaitSessions: "Rpl_semi_sync_source_wait_sessions",
 	}
 }
 
@@ -322,7 +335,7 @@ func inList(names []string) string {
 func (d Dialect) ShowVariables() Statement {
 	n := d.names()
 	vars := []string{"read_only", "server_id", "version", "log_bin", n.logReplicaUpdates, n.superReadOnly,
-		n.serverUUID, n.executed, n.semiSourceEnabled, n.semiSourceTimeout, n.semiSourceWaitFor, n.semiReplicaEnabled}
+		n.serverUUID, n.executed, n.semiSourceEnabled, n.semiSourceTimeout, n.semiSourceWaitFor, n.semiReplicaEnabled, n.semiWaitPoint}
 	if d.mariaDB() {
 		vars = append(vars, "gtid_current_pos", "gtid_slave_pos", "gtid_strict_mode", "gtid_domain_id", "gtid_binlog_state")
 	} else {
@@ -335,5 +348,5 @@ func (d Dialect) ShowVariables() Statement {
 func (d Dialect) ShowStatus() Statement {
 	n := d.names()
 	return stmt("SHOW GLOBAL STATUS WHERE Variable_name IN (" +
-		inList([]string{n.semiSourceStatus, n.semiSourceClients, n.semiReplicaStatus}) + ")")
+		inList([]string{n.semiSourceStatus, n.semiSourceClients, n.semiReplicaStatus, n.semiSourceWaitSessions}) + ")")
 }

@@ -74,9 +74,12 @@ func TestDialectStatements(t *testing.T) {
 			[]string{"SET GLOBAL rpl_semi_sync_replica_enabled = ON", "SET GLOBAL rpl_semi_sync_replica_enabled = OFF"},
 			[]string{"SET GLOBAL rpl_semi_sync_slave_enabled = ON", "SET GLOBAL rpl_semi_sync_slave_enabled = OFF"}},
 		{"source semi-sync", func(d Dialect) []string { return sqls(d.SemiSyncSource(true, 2*time.Second, 2)...) },
-			[]string{"SET GLOBAL rpl_semi_sync_source_timeout = ?", "SET GLOBAL rpl_semi_sync_source_wait_for_replica_count = ?", "SET GLOBAL rpl_semi_sync_source_enabled = ON"},
-			[]string{"SET GLOBAL rpl_semi_sync_source_timeout = ?", "SET GLOBAL rpl_semi_sync_source_wait_for_replica_count = ?", "SET GLOBAL rpl_semi_sync_source_enabled = ON"},
-			[]string{"SET GLOBAL rpl_semi_sync_master_timeout = ?", "SET GLOBAL rpl_semi_sync_master_enabled = ON"}},
+			[]string{"SET GLOBAL rpl_semi_sync_source_timeout = ?", "SET GLOBAL rpl_semi_sync_source_wait_for_replica_count = ?",
+				"SET GLOBAL rpl_semi_sync_source_wait_point = 'AFTER_SYNC'", "SET GLOBAL rpl_semi_sync_source_enabled = ON"},
+			[]string{"SET GLOBAL rpl_semi_sync_source_timeout = ?", "SET GLOBAL rpl_semi_sync_source_wait_for_replica_count = ?",
+				"SET GLOBAL rpl_semi_sync_source_wait_point = 'AFTER_SYNC'", "SET GLOBAL rpl_semi_sync_source_enabled = ON"},
+			[]string{"SET GLOBAL rpl_semi_sync_master_timeout = ?", "SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'",
+				"SET GLOBAL rpl_semi_sync_master_enabled = ON"}},
 		{"plugins", func(d Dialect) []string {
 			src, rep, needed := d.SemiSyncPlugins()
 			if !needed {
@@ -92,16 +95,19 @@ func TestDialectStatements(t *testing.T) {
 		{"show variables", func(d Dialect) []string { return sqls(d.ShowVariables(), d.ShowStatus()) },
 			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'log_replica_updates', " +
 				"'super_read_only', 'server_uuid', 'gtid_executed', 'rpl_semi_sync_source_enabled', 'rpl_semi_sync_source_timeout', " +
-				"'rpl_semi_sync_source_wait_for_replica_count', 'rpl_semi_sync_replica_enabled', 'gtid_mode')",
-				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_source_status', 'Rpl_semi_sync_source_clients', 'Rpl_semi_sync_replica_status')"},
+				"'rpl_semi_sync_source_wait_for_replica_count', 'rpl_semi_sync_replica_enabled', 'rpl_semi_sync_source_wait_point', 'gtid_mode')",
+				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_source_status', 'Rpl_semi_sync_source_clients', 'Rpl_semi_sync_replica_status', " +
+					"'Rpl_semi_sync_source_wait_sessions')"},
 			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'log_replica_updates', " +
 				"'super_read_only', 'server_uuid', 'gtid_executed', 'rpl_semi_sync_source_enabled', 'rpl_semi_sync_source_timeout', " +
-				"'rpl_semi_sync_source_wait_for_replica_count', 'rpl_semi_sync_replica_enabled', 'gtid_mode')",
-				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_source_status', 'Rpl_semi_sync_source_clients', 'Rpl_semi_sync_replica_status')"},
+				"'rpl_semi_sync_source_wait_for_replica_count', 'rpl_semi_sync_replica_enabled', 'rpl_semi_sync_source_wait_point', 'gtid_mode')",
+				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_source_status', 'Rpl_semi_sync_source_clients', 'Rpl_semi_sync_replica_status', " +
+					"'Rpl_semi_sync_source_wait_sessions')"},
 			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'log_slave_updates', " +
 				"'gtid_binlog_pos', 'rpl_semi_sync_master_enabled', 'rpl_semi_sync_master_timeout', 'rpl_semi_sync_slave_enabled', " +
-				"'gtid_current_pos', 'gtid_slave_pos', 'gtid_strict_mode', 'gtid_domain_id', 'gtid_binlog_state')",
-				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients', 'Rpl_semi_sync_slave_status')"}},
+				"'rpl_semi_sync_master_wait_point', 'gtid_current_pos', 'gtid_slave_pos', 'gtid_strict_mode', 'gtid_domain_id', 'gtid_binlog_state')",
+				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients', 'Rpl_semi_sync_slave_status', " +
+					"'Rpl_semi_sync_master_wait_sessions')"}},
 	}
 	for _, c := range cases {
 		for _, f := range []struct {
@@ -155,6 +161,9 @@ func TestWaitForGTIDStatement(t *testing.T) {
 	if ms[0].Args[0] != int64(1) || ms[1].SQL != "SET GLOBAL rpl_semi_sync_master_enabled = OFF" {
 		t.Errorf("semi-sync off: %+v", ms)
 	}
+	if len(ms) != 2 {
+		t.Errorf("switching semi-sync off sets no wait point: %+v", ms)
+	}
 	my := mysql80.SemiSyncSource(true, 1500*time.Millisecond, 0)
 	if my[0].Args[0] != int64(1500) || my[1].Args[0] != 1 {
 		t.Errorf("mysql semi-sync args: %+v", my)
@@ -200,8 +209,10 @@ func TestParseStatusMySQL(t *testing.T) {
 		"gtid_executed": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5,\n4e11fa47-71ca-11e1-9e33-c80aa9429562:1",
 		"log_bin":       "ON", "log_replica_updates": "ON", "rpl_semi_sync_source_enabled": "ON",
 		"rpl_semi_sync_source_timeout": "2500", "rpl_semi_sync_source_wait_for_replica_count": "2",
+		"rpl_semi_sync_source_wait_point": "AFTER_SYNC",
 	}
-	stat := map[string]string{"Rpl_semi_sync_source_status": "ON", "Rpl_semi_sync_source_clients": "2"}
+	stat := map[string]string{"Rpl_semi_sync_source_status": "ON", "Rpl_semi_sync_source_clients": "2",
+		"Rpl_semi_sync_source_wait_sessions": "3"}
 	st, err := mysql84.parseStatus(vars, stat)
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +221,8 @@ func TestParseStatusMySQL(t *testing.T) {
 		st.GTIDExecuted != "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5,4e11fa47-71ca-11e1-9e33-c80aa9429562:1" {
 		t.Errorf("status %+v", st)
 	}
-	want := SemiSyncStatus{SourceEnabled: true, SourceActive: true, SourceClients: 2, SourceTimeout: 2500 * time.Millisecond, WaitForReplica: 2}
+	want := SemiSyncStatus{SourceEnabled: true, SourceActive: true, SourceClients: 2, SourceTimeout: 2500 * time.Millisecond, WaitForReplica: 2,
+		SourceWaitSessions: 3, WaitPoint: "AFTER_SYNC"}
 	if st.SemiSync != want {
 		t.Errorf("semi-sync %+v, want %+v", st.SemiSync, want)
 	}

@@ -353,6 +353,9 @@ func TestSemiSyncRequiresAcknowledgement(t *testing.T) {
 		st, err := top.primary.Status(ctx)
 		return err == nil && st.SemiSync.SourceClients == 2 && st.SemiSync.SourceActive
 	})
+	if st, err := top.primary.Status(ctx); err != nil || st.SemiSync.WaitPoint != mysqlctl.WaitPointAfterSync {
+		t.Fatalf("wait point %q (%v), want %s", st.SemiSync.WaitPoint, err, mysqlctl.WaitPointAfterSync)
+	}
 	start := time.Now()
 	mustExec(t, top.appWriter, "INSERT INTO app.t VALUES (1, 'acked')")
 	if d := time.Since(start); d >= timeout {
@@ -368,7 +371,27 @@ func TestSemiSyncRequiresAcknowledgement(t *testing.T) {
 		}
 	}
 	start = time.Now()
-	mustExec(t, top.appWriter, "INSERT INTO app.t VALUES (2, 'unacked')")
+	committed := make(chan error, 1)
+	go func() {
+		_, err := top.appWriter.Exec("INSERT INTO app.t VALUES (2, 'unacked')")
+		committed <- err
+	}()
+	// While the commit waits, the primary shows it waiting, and (AFTER_SYNC)
+	// no other session sees the row that no replica has.
+	waitFor(t, timeout/2, "the commit waiting for an acknowledgement", func() bool {
+		st, err := top.primary.Status(ctx)
+		return err == nil && st.SemiSync.SourceWaitSessions == 1
+	})
+	var visible int
+	if err := top.servers[0].RootDB(t).QueryRow("SELECT COUNT(*) FROM app.t WHERE id = 2").Scan(&visible); err != nil {
+		t.Fatal(err)
+	}
+	if visible != 0 {
+		t.Errorf("another session sees a commit that waits for its acknowledgement: the wait point is not AFTER_SYNC")
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
 	if d := time.Since(start); d < timeout {
 		t.Fatalf("commit with no replica receiving returned after %s, before the %s semi-sync timeout", d, timeout)
 	}

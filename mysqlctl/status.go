@@ -65,11 +65,20 @@ type SemiSyncStatus struct {
 	// SourceEnabled is the setting; SourceActive is whether the source is
 	// really waiting for acknowledgements now (it falls back to async after
 	// the timeout).
-	SourceEnabled  bool
-	SourceActive   bool
-	SourceClients  int
-	SourceTimeout  time.Duration
+	SourceEnabled bool
+	SourceActive  bool
+	// SourceClients counts the replicas connected with semi-sync on: the
+	// ones that acknowledge.
+	SourceClients int
+	// SourceWaitSessions counts the commits waiting for an acknowledgement
+	// now: with none to come, the primary is stalled.
+	SourceWaitSessions int
+	SourceTimeout      time.Duration
+	// WaitPoint is AFTER_SYNC or AFTER_COMMIT; "" when unknown.
+	WaitPoint      string
 	WaitForReplica int
+	// ReplicaEnabled is the setting; ReplicaActive says the receiver runs
+	// (or retries) as an acknowledging semi-sync replica.
 	ReplicaEnabled bool
 	ReplicaActive  bool
 }
@@ -208,6 +217,8 @@ func (d Dialect) parseStatus(vars, stat map[string]string) (Status, error) {
 	ss.SourceActive = parseBool(stat[n.semiSourceStatus])
 	ss.ReplicaActive = parseBool(stat[n.semiReplicaStatus])
 	ss.SourceClients, _ = strconv.Atoi(stat[n.semiSourceClients])
+	ss.SourceWaitSessions, _ = strconv.Atoi(stat[n.semiSourceWaitSessions])
+	ss.WaitPoint = strings.ToUpper(vars[n.semiWaitPoint])
 	return st, nil
 }
 
