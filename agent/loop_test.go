@@ -506,7 +506,7 @@ func TestLoopLagCrossingTheLimitIsPublishedAtOnce(t *testing.T) {
 		}
 		for _, m := range cl.Members {
 			if m.Name == name {
-				return failover.Ineligibility(toCandidate(m, nil, false), maxLag)
+				return failover.Ineligibility(toCandidate(m, nil, false), failover.Rules{MaxLag: maxLag})
 			}
 		}
 		t.Fatalf("no record of %s", name)

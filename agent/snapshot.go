@@ -57,7 +57,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		Self: a.self.Name, SelfInstance: a.instance, SelfAddr: a.self.MySQLAddr, Flavor: a.flavor(), Now: now,
 		Paused: a.clusterConfig.Paused, ConfigUnknown: cl.ConfigErr != nil && !a.clusterConfigGood,
 		Initialized: cl.Initialized != nil, ShuttingDown: stopping,
-		Deadline: a.effectiveDeadline(), Grace: a.clusterConfig.LoopWait * 2, MaxLag: a.clusterConfig.MaximumLagOnFailover,
+		Deadline: a.effectiveDeadline(), Grace: a.clusterConfig.LoopWait * 2, Rules: failover.RulesOf(a.clusterConfig),
 		PromotionTimeout: a.promotionTimeout(),
 		LocalUp:          localErr == nil, LocalDown: errors.Is(localErr, mysqlctl.ErrDown),
 		LocalWritable: localErr == nil && obs.Status.Writable(),

@@ -159,7 +159,7 @@ func (a *Agent) updateLagTransactions(cl *dcs.Cluster, st MemberStatus) {
 	}
 	self := failover.Member{Name: a.self.Name, Fresh: true, Healthy: true, Executed: st.GTIDExecuted}
 	leader := failover.Member{Name: lm.Name, Fresh: true, Healthy: true, Executed: lm.GTIDExecuted}
-	for _, c := range failover.RankCandidates(a.flavor(), []failover.Member{self, leader}, 0) {
+	for _, c := range failover.RankCandidates(a.flavor(), []failover.Member{self, leader}, failover.Rules{}) {
 		if c.Name == a.self.Name {
 			a.metrics.LagTransactions.Set(float64(c.Missing))
 		}

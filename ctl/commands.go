@@ -187,7 +187,7 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 		if err != nil {
 			return err
 		}
-		if why := failover.Ineligibility(m, cl.Config.MaximumLagOnFailover); why != "" {
+		if why := failover.Ineligibility(m, failover.RulesOf(cl.Config)); why != "" {
 			return fail(ExitUnhealthy, "%s cannot take over: %s", o.To, why)
 		}
 	}
@@ -272,15 +272,15 @@ func (c *CLI) Failover(ctx context.Context, o FailoverOptions) error {
 	if err != nil {
 		return err
 	}
-	maxLag := cl.Config.MaximumLagOnFailover
+	rules := failover.RulesOf(cl.Config)
 	if o.AllowLag {
-		maxLag = 0
+		rules = failover.Rules{} // lag, and a replica that did not acknowledge: both may lack transactions
 	}
 	if o.AllowErrant {
 		m.Errant = false
 	}
-	if why := failover.Ineligibility(m, maxLag); why != "" {
-		return fail(ExitUnhealthy, "%s cannot take over: %s (--allow-lag and --allow-errant override those two checks)", o.To, why)
+	if why := failover.Ineligibility(m, rules); why != "" {
+		return fail(ExitUnhealthy, "%s cannot take over: %s (--allow-lag overrides the lag and acknowledgement checks, --allow-errant the errant one)", o.To, why)
 	}
 	if !o.Force {
 		if err := c.confirm(fmt.Sprintf("Promote %s without a healthy leader? Transactions it lacks are lost.", o.To)); err != nil {

@@ -136,8 +136,8 @@ type Snapshot struct {
 	// Grace is how long a member that is not the best candidate waits before
 	// it races too, in case the best one is dead.
 	Grace time.Duration
-	// MaxLag is maximum_lag_on_failover; 0 means no limit.
-	MaxLag time.Duration
+	// Rules make members ineligible: maximum_lag_on_failover, lossless mode.
+	Rules Rules
 	// PromotingSince is when we started holding the lock without being
 	// writable; PromotionTimeout bounds that: after it we give the lock up
 	// rather than keep the cluster without a writable primary. 0: no bound.
@@ -281,7 +281,7 @@ func decideAsLeader(s Snapshot) Action {
 		if !ok {
 			return Action{Kind: RejectSwitchover, Reason: fmt.Sprintf("switchover target %s is not a member", sw.To)}
 		}
-		if why := Ineligibility(m, s.MaxLag); why != "" {
+		if why := Ineligibility(m, s.Rules); why != "" {
 			return Action{Kind: RejectSwitchover, Reason: fmt.Sprintf("switchover target %s is not eligible: %s", sw.To, why)}
 		}
 		return Action{Kind: Switchover, Target: sw.To, Reason: "switchover requested"}
@@ -321,11 +321,36 @@ func decidePromotion(s Snapshot) Action {
 	if better := s.betterPeer(); better != "" && !forced {
 		return Action{Kind: ReleaseLock, Target: better, StandDown: true, Reason: "not unfencing: " + better + " holds transactions we lack; let it take over"}
 	}
+	if unseen := s.unseenAcknowledgers(); len(unseen) > 0 && !forced {
+		return Action{Kind: Promote, Reason: "lossless: not unfencing before " + strings.Join(unseen, ", ") +
+			" answers: it may hold acknowledged transactions we lack"}
+	}
 	a := Action{Kind: Promote, Unfence: true, Unverified: unverified, Reason: "promoting"}
 	if len(unverified) > 0 {
 		a.Reason = "promoting; unreachable, so relying on their own deadline self-fence: " + strings.Join(unverified, ", ")
 	}
 	return a
+}
+
+// unseenAcknowledgers, in lossless mode, lists the members that may have
+// acknowledged transactions we lack and whose data we could not read this
+// iteration: every replica but an asynchronous one. A primary's
+// transaction is acknowledged once one replica has it, so only when we have
+// read every such replica's history (and none is ahead: betterPeer) do we
+// hold every acknowledged transaction. The old primary acknowledged
+// nothing to itself. A member whose mysqld is down counts: its relay log
+// is still on its disk.
+func (s Snapshot) unseenAcknowledgers() []string {
+	if !s.Rules.Lossless {
+		return nil
+	}
+	var out []string
+	for _, m := range s.Members {
+		if m.Name != s.Self && m.Name != s.FormerLeader && !m.Primary && !m.Async && !(m.Observed && m.Reachable) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
 }
 
 // writableOthers lists the other members whose mysqld answered writable.
@@ -356,7 +381,7 @@ func (s Snapshot) betterPeer() string {
 			cands = append(cands, m)
 		}
 	}
-	ranked := RankCandidates(s.Flavor, cands, 0)
+	ranked := RankCandidates(s.Flavor, cands, Rules{})
 	if len(ranked) == 0 || ranked[0].Name == s.Self {
 		return ""
 	}
@@ -376,7 +401,7 @@ func bestOther(s Snapshot) string {
 			others = append(others, m)
 		}
 	}
-	if ranked := RankCandidates(s.Flavor, others, s.MaxLag); len(ranked) > 0 {
+	if ranked := RankCandidates(s.Flavor, others, s.Rules); len(ranked) > 0 {
 		return ranked[0].Name
 	}
 	return ""
@@ -396,11 +421,11 @@ func decideLeaderless(s Snapshot) Action {
 		// A manual failover: only the named member races, unless it has not
 		// taken over within the grace period (it may be dead).
 		if sw.To == s.Self {
-			maxLag := s.MaxLag
+			rules := s.Rules
 			if sw.Force {
-				maxLag, self.Errant = 0, false
+				rules, self.Errant = Rules{}, false
 			}
-			if why := Ineligibility(self, maxLag); why != "" {
+			if why := Ineligibility(self, rules); why != "" {
 				return Action{Kind: Idle, Reason: "manual failover to us refused: " + why}
 			}
 			return Action{Kind: Acquire, Reason: "manual failover requested"}
@@ -409,7 +434,7 @@ func decideLeaderless(s Snapshot) Action {
 			return Action{Kind: WaitForBetter, Target: sw.To, Reason: "manual failover to " + sw.To + " requested"}
 		}
 	}
-	if why := Ineligibility(self, s.MaxLag); why != "" {
+	if why := Ineligibility(self, s.Rules); why != "" {
 		return Action{Kind: Idle, Reason: "leaderless, but we may not take over: " + why}
 	}
 	// The holder of an expired lock failed to renew it: presume it dead, so
@@ -420,7 +445,7 @@ func decideLeaderless(s Snapshot) Action {
 			contenders = append(contenders, m)
 		}
 	}
-	ranked := RankCandidates(s.Flavor, contenders, s.MaxLag)
+	ranked := RankCandidates(s.Flavor, contenders, s.Rules)
 	if !slices.ContainsFunc(ranked, func(c Candidate) bool { return c.Name == s.Self }) {
 		return Action{Kind: Idle, Reason: "leaderless, and our GTID history cannot be read"}
 	}

@@ -18,7 +18,7 @@ type snap struct{ s Snapshot }
 func cluster() *snap {
 	return &snap{s: Snapshot{
 		Self: "db2", Flavor: gtid.MariaDB, Now: t0, Initialized: true, LocalUp: true,
-		Leader: "db1", Grace: 3 * time.Second, MaxLag: 30 * time.Second,
+		Leader: "db1", Grace: 3 * time.Second, Rules: Rules{MaxLag: 30 * time.Second},
 		Members: []Member{
 			member("db1", "0-1-100"), member("db2", "0-1-100"), member("db3", "0-1-100"),
 		},
@@ -58,7 +58,9 @@ func (b *snap) promotingFor(d, bound time.Duration) *snap {
 	b.s.PromotingSince, b.s.PromotionTimeout = t0.Add(-d), bound
 	return b
 }
-func (b *snap) force() *snap { b.s.Switchover.Force = true; return b }
+func (b *snap) force() *snap    { b.s.Switchover.Force = true; return b }
+func (b *snap) lossless() *snap { b.s.Rules.Lossless = true; return b }
+func async(m *Member)           { m.Async = true }
 func (b *snap) with(name string, f func(*Member)) *snap {
 	for i := range b.s.Members {
 		if b.s.Members[i].Name == name {
@@ -288,6 +290,61 @@ func TestDecideLeaderSafety(t *testing.T) {
 	}
 }
 
+// TestDecideLossless covers semi_sync strict: an acknowledged transaction is
+// on the dead primary and on at least one acknowledging replica, so only a
+// candidate that has seen every acknowledging replica's data may unfence.
+func TestDecideLossless(t *testing.T) {
+	cases := []struct {
+		name string
+		snap *snap
+		want Action
+	}{
+		{"an asynchronous replica may not take over, however far ahead",
+			cluster().expired().lossless().gtid("db3", "0-1-101").with("db3", async),
+			Action{Kind: Acquire}},
+		{"without lossless mode it would",
+			cluster().expired().gtid("db3", "0-1-101").with("db3", async),
+			Action{Kind: WaitForBetter, Target: "db3"}},
+		{"an asynchronous member does not race at all",
+			cluster().expired().lossless().with("db2", async),
+			Action{Kind: Idle}},
+		{"every acknowledging peer answered: unfence",
+			promoting().lossless(),
+			Action{Kind: Promote, Unfence: true}},
+		{"an acknowledging peer does not answer: hold, it may have acknowledged what we lack",
+			promoting().lossless().with("db3", func(m *Member) { m.Reachable = false }),
+			Action{Kind: Promote}},
+		{"an acknowledging peer whose mysqld is down: hold, its relay log may have what we lack",
+			promoting().lossless().with("db3", func(m *Member) { m.Reachable, m.Down = false, true }),
+			Action{Kind: Promote}},
+		{"an acknowledging peer not probed: hold",
+			promoting().lossless().with("db3", func(m *Member) { m.Observed, m.Reachable = false, false }),
+			Action{Kind: Promote}},
+		{"the old primary unreachable does not hold: it acknowledged nothing",
+			promoting().lossless().with("db1", func(m *Member) { m.Reachable = false }),
+			Action{Kind: Promote, Unfence: true, Unverified: []string{"db1"}}},
+		{"a member recorded as primary unreachable does not hold",
+			promoting().lossless().with("db3", func(m *Member) { m.Reachable, m.Primary = false, true }),
+			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
+		{"an asynchronous peer unreachable does not hold",
+			promoting().lossless().with("db3", func(m *Member) { m.Reachable, m.Async = false, true }),
+			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
+		{"a forced manual failover overrides",
+			promoting().lossless().with("db3", func(m *Member) { m.Reachable = false }).switchover("", "db2", 0).force(),
+			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Decide(c.snap.s)
+			reason := got.Reason
+			got.Reason = ""
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Decide = %+v (%s), want %+v", got, reason, c.want)
+			}
+		})
+	}
+}
+
 func TestRankCandidates(t *testing.T) {
 	const u1, u2 = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4e11fa47-71ca-11e1-9e33-c80aa9429562"
 	cases := []struct {
@@ -315,7 +372,7 @@ func TestRankCandidates(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var got []string
-			for _, cand := range RankCandidates(c.flavor, c.members, 0) {
+			for _, cand := range RankCandidates(c.flavor, c.members, Rules{}) {
 				got = append(got, cand.Name)
 			}
 			if strings.Join(got, ",") != strings.Join(c.want, ",") {

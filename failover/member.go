@@ -28,6 +28,11 @@ type Member struct {
 	Lag *time.Duration
 	// Hold, when set, says why the member holds back from racing for now.
 	Hold string
+	// Async: it streams from the primary without acknowledging (a
+	// semi-sync cluster's replica whose semi-sync receiver is off), so it
+	// may lack acknowledged writes. Primary: its record says it was the
+	// primary.
+	Async, Primary bool
 
 	// Set for peers whose mysqld the deciding agent probed this iteration
 	// (it does while leading or promoting):
@@ -51,16 +56,24 @@ const (
 	// maximum_lag_on_failover, so that a crossing of the limit is published
 	// at once even though the lag itself is written less often.
 	TagLagging = "lagging"
+	// TagAsync is set while the member, in a semi-sync cluster, streams
+	// from the primary without acknowledging its writes.
+	TagAsync = "async"
+	// TagStalled is set on a semi-sync primary whose commits wait for an
+	// acknowledgement that no replica can give (semi_sync strict never
+	// falls back): it says why writes hang.
+	TagStalled = "stalled"
 )
 
 // FromRecord is what a member's DCS record alone says of it: fresh unless
 // the store judged the record stale, healthy unless its role is unknown,
-// errant when TagErrant is set. The agent overlays what it learns live
+// errant when TagErrant is set, asynchronous when TagAsync is. The agent overlays what it learns live
 // (HTTP status, probes); agentctl has only the record.
 func FromRecord(m dcs.Member) Member {
 	return Member{
 		Name: m.Name, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
 		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
 		Errant: m.Tags[TagErrant] != "", Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
+		Async: m.Tags[TagAsync] != "", Primary: m.Role == dcs.RolePrimary,
 	}
 }

@@ -31,7 +31,9 @@ func TestFromRecord(t *testing.T) {
 		want Member
 	}{
 		{"healthy replica", healthy, want},
-		{"primary", with(func(m *dcs.Member) { m.Role = dcs.RolePrimary }), want},
+		{"primary", with(func(m *dcs.Member) { m.Role = dcs.RolePrimary }), wantWith(func(m *Member) { m.Primary = true })},
+		{"async tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagAsync: "streams without acknowledging"} }),
+			wantWith(func(m *Member) { m.Async = true })},
 		{"stale record", with(func(m *dcs.Member) { m.Stale = true }), wantWith(func(m *Member) { m.Fresh = false })},
 		{"role unknown", with(func(m *dcs.Member) { m.Role = dcs.RoleUnknown }), wantWith(func(m *Member) { m.Healthy = false })},
 		{"nofailover", with(func(m *dcs.Member) { m.NoFailover = true }), wantWith(func(m *Member) { m.NoFailover = true })},

@@ -6,11 +6,21 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
 
+// Rules are the cluster settings that make a member ineligible.
+type Rules struct {
+	// MaxLag is maximum_lag_on_failover; 0 means no limit.
+	MaxLag time.Duration
+	// Lossless is semi_sync strict: a replica that streams without
+	// acknowledging may lack acknowledged writes, and never takes over.
+	Lossless bool
+}
+
 // Ineligibility says why a member may not take over; "" means it may.
-func Ineligibility(m Member, maxLag time.Duration) string {
+func Ineligibility(m Member, rules Rules) string {
 	switch {
 	case !m.Fresh:
 		return "its status is stale"
@@ -24,8 +34,10 @@ func Ineligibility(m Member, maxLag time.Duration) string {
 		return "it has errant transactions"
 	case m.Hold != "":
 		return m.Hold
-	case maxLag > 0 && m.Lag != nil && *m.Lag > maxLag:
-		return fmt.Sprintf("its lag %s exceeds maximum_lag_on_failover %s", *m.Lag, maxLag)
+	case rules.Lossless && m.Async:
+		return "it replicates without acknowledging (semi_sync strict)"
+	case rules.MaxLag > 0 && m.Lag != nil && *m.Lag > rules.MaxLag:
+		return fmt.Sprintf("its lag %s exceeds maximum_lag_on_failover %s", *m.Lag, rules.MaxLag)
 	}
 	return ""
 }
@@ -42,14 +54,14 @@ type Candidate struct {
 // history (retrieved ∪ executed) wins, then the higher failover priority,
 // then the lower name. A member whose GTIDs do not parse is left out, since
 // nothing can be proven about its data.
-func RankCandidates(flavor gtid.Flavor, members []Member, maxLag time.Duration) []Candidate {
+func RankCandidates(flavor gtid.Flavor, members []Member, rules Rules) []Candidate {
 	var (
 		cands []Candidate
 		hists []gtid.History
 		all   gtid.History // the union of every candidate's history
 	)
 	for _, m := range members {
-		if Ineligibility(m, maxLag) != "" {
+		if Ineligibility(m, rules) != "" {
 			continue
 		}
 		h, err := gtid.ParseHistory(flavor, m.Executed, m.Retrieved)
@@ -67,4 +79,9 @@ func RankCandidates(flavor gtid.Flavor, members []Member, maxLag time.Duration) 
 		return cmp.Or(cmp.Compare(a.Missing, b.Missing), cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Name, b.Name))
 	})
 	return cands
+}
+
+// RulesOf reads the eligibility rules from the cluster config.
+func RulesOf(c dcs.Config) Rules {
+	return Rules{MaxLag: c.MaximumLagOnFailover, Lossless: c.SemiSync == dcs.SemiSyncStrict}
 }

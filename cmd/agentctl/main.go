@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		force   = fs.Bool("force", false, "do not ask for confirmation")
 		wait    = fs.Bool("wait", false, "wait until the new primary accepts writes")
 		waitFor = fs.Duration("wait-timeout", 60*time.Second, "how long --wait waits")
-		lag     = fs.Bool("allow-lag", false, "failover: allow a target beyond maximum_lag_on_failover")
+		lag     = fs.Bool("allow-lag", false, "failover: allow a target beyond maximum_lag_on_failover, or one that did not acknowledge writes (semi_sync strict)")
 		errant  = fs.Bool("allow-errant", false, "failover: allow a target with errant transactions (they become the truth)")
 	)
 	examples := map[string]string{
