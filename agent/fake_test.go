@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -40,6 +41,10 @@ type fakeDB struct {
 	// observations time out (a hung server or a cut link, not a refusal).
 	fenceErr, stopIOErr, waitErr error
 	unreachable                  bool
+	// noSemiSyncReplica: replica-side semi-sync cannot be switched on (a
+	// MySQL server without the plugin), so the member streams without
+	// acknowledging.
+	noSemiSyncReplica bool
 }
 
 // errTimedOut is what a call that ran into its deadline returns.
@@ -146,7 +151,7 @@ func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
 	o := mysqlctl.Observation{Status: mysqlctl.Status{
 		ServerID: uint32(d.serverID), ReadOnly: d.readOnly, GTIDExecuted: d.pos(), GTIDSlavePos: d.pos(),
 		LogBin: true, LogReplicaUpdates: true,
-		SemiSync: mysqlctl.SemiSyncStatus{SourceEnabled: d.semiSource, ReplicaEnabled: d.semiReplica},
+		SemiSync: d.semiSyncLocked(),
 	}}
 	if d.source != "" {
 		host, port, _ := net.SplitHostPort(d.source)
@@ -160,6 +165,23 @@ func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
 			RetrievedGTID: d.pos(), ExecutedGTID: d.pos(), AutoPosition: true, SecondsBehind: &behind}
 	}
 	return o, nil
+}
+
+// semiSyncLocked is what the server reports of semi-sync: a replica
+// acknowledges while its receiver runs with semi-sync on; a source counts
+// those pulling from it.
+func (d *fakeDB) semiSyncLocked() mysqlctl.SemiSyncStatus {
+	ss := mysqlctl.SemiSyncStatus{SourceEnabled: d.semiSource, ReplicaEnabled: d.semiReplica,
+		ReplicaActive: d.semiReplica && d.source != "" && d.ioRunning}
+	if d.semiSource {
+		ss.SourceActive, ss.WaitPoint = true, mysqlctl.WaitPointAfterSync
+		for _, r := range d.c.dbs {
+			if r.up && r.source == d.addr && r.ioRunning && r.semiReplica {
+				ss.SourceClients++
+			}
+		}
+	}
+	return ss
 }
 
 func (d *fakeDB) locked(f func()) error {
@@ -239,5 +261,13 @@ func (d *fakeDB) SetSemiSyncSource(_ context.Context, on bool, _ time.Duration, 
 	return d.locked(func() { d.semiSource = on })
 }
 func (d *fakeDB) SetSemiSyncReplica(_ context.Context, on bool) error {
-	return d.locked(func() { d.semiReplica = on })
+	var err error
+	lerr := d.locked(func() {
+		if on && d.noSemiSyncReplica {
+			err = fmt.Errorf("%s: semi-sync replica plugin not loaded", d.addr)
+			return
+		}
+		d.semiReplica = on
+	})
+	return cmp.Or(lerr, err)
 }

@@ -32,6 +32,8 @@ type loopHarness struct {
 	// unreachable marks agents whose API does not answer (frozen or dead).
 	unreachable map[string]bool
 	ctx         context.Context
+	// config is the cluster config the first agent bootstraps with.
+	config dcs.Config
 }
 
 type fakeLabels struct {
@@ -69,11 +71,17 @@ func (f *fakeLabels) role(pod string) dcs.Role {
 }
 
 func newLoopHarness(t *testing.T, names ...string) *loopHarness {
+	return newLoopHarnessWith(t, dcs.DefaultConfig(), names...)
+}
+
+// newLoopHarnessWith starts the agents with config as their bootstrap
+// cluster config.
+func newLoopHarnessWith(t *testing.T, config dcs.Config, names ...string) *loopHarness {
 	h := &loopHarness{
 		t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)),
 		srv: memory.NewServer("test"), mysql: newFakeMySQL(names...),
 		labels: &fakeLabels{roles: map[string]dcs.Role{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
-		ctx: context.Background(),
+		ctx: context.Background(), config: config,
 	}
 	for _, n := range names {
 		h.startAgent(n)
@@ -105,7 +113,7 @@ func (h *loopHarness) newAgent(name, dbName, apiName string, wrap func(Store) St
 	db := h.mysql.byName(dbName)
 	a, err := New(Config{
 		Cluster: "test", Name: name, MySQLAddr: db.addr, APIURL: "http://" + apiName + ":8008",
-		ReplicationUser: "repl", Bootstrap: dcs.DefaultConfig(),
+		ReplicationUser: "repl", Bootstrap: h.config,
 	}, Deps{Store: store, LocalAddr: db.addr, Dial: h.mysql.dial, Labeler: h.labels, Clock: h.clock,
 		Metrics: NewMetrics(prometheus.NewRegistry(), "test", name), Logger: zaptest.NewLogger(h.t).Named(apiName),
 		PeerStatus: h.peerStatus})

@@ -25,6 +25,12 @@ type Metrics struct {
 	FencingActions    *prometheus.CounterVec
 	DCSErrors         *prometheus.CounterVec
 	DuplicateIdentity prometheus.Gauge
+	// Semi-sync, set while semi_sync is not off: the primary's
+	// acknowledging replicas and waiting commits, and 1 while strict mode
+	// leaves writes waiting with no replica to acknowledge them.
+	SemiSyncReplicas prometheus.Gauge
+	SemiSyncWaiting  prometheus.Gauge
+	SemiSyncStalled  prometheus.Gauge
 }
 
 // NewMetrics registers the agent's metrics on reg.
@@ -58,9 +64,16 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 			"DCS calls that failed, by operation.")), []string{"op"}),
 		DuplicateIdentity: prometheus.NewGauge(prometheus.GaugeOpts(f("duplicate_identity",
 			"1 while another live agent publishes our member name: this agent refuses to act and keeps mysqld fenced."))),
+		SemiSyncReplicas: prometheus.NewGauge(prometheus.GaugeOpts(f("semi_sync_acknowledging_replicas",
+			"Replicas acknowledging this primary's commits (semi-sync clients)."))),
+		SemiSyncWaiting: prometheus.NewGauge(prometheus.GaugeOpts(f("semi_sync_waiting_commits",
+			"Commits on this primary waiting for a replica's acknowledgement."))),
+		SemiSyncStalled: prometheus.NewGauge(prometheus.GaugeOpts(f("semi_sync_stalled",
+			"1 while semi_sync strict leaves this primary's writes waiting with no replica acknowledging."))),
 	}
 	reg.MustRegister(m.IsLeader, m.Role, m.RenewLatency, m.RenewFailures, m.LoopDuration, m.LagSeconds,
-		m.LagTransactions, m.Failovers, m.Switchovers, m.LastFailoverPhase, m.FencingActions, m.DCSErrors, m.DuplicateIdentity)
+		m.LagTransactions, m.Failovers, m.Switchovers, m.LastFailoverPhase, m.FencingActions, m.DCSErrors, m.DuplicateIdentity,
+		m.SemiSyncReplicas, m.SemiSyncWaiting, m.SemiSyncStalled)
 	return m
 }
 
@@ -72,4 +85,17 @@ func (m *Metrics) setRole(r dcs.Role) {
 		}
 		m.Role.WithLabelValues(roleName(x)).Set(v)
 	}
+}
+
+func (m *Metrics) setSemiSync(st *SemiSyncState) {
+	var replicas, waiting, stalled float64
+	if st != nil {
+		replicas, waiting = float64(st.AcknowledgingReplicas), float64(st.WaitingCommits)
+		if st.Stalled != "" {
+			stalled = 1
+		}
+	}
+	m.SemiSyncReplicas.Set(replicas)
+	m.SemiSyncWaiting.Set(waiting)
+	m.SemiSyncStalled.Set(stalled)
 }

@@ -83,9 +83,11 @@ import (
 //	MySQL:   SET GLOBAL rpl_semi_sync_replica_enabled = OFF
 //	         SET GLOBAL rpl_semi_sync_source_timeout = ms
 //	         SET GLOBAL rpl_semi_sync_source_wait_for_replica_count = 1
+//	         SET GLOBAL rpl_semi_sync_source_wait_point = 'AFTER_SYNC'
 //	         SET GLOBAL rpl_semi_sync_source_enabled = ON
 //	MariaDB: SET GLOBAL rpl_semi_sync_slave_enabled = OFF
 //	         SET GLOBAL rpl_semi_sync_master_timeout = ms
+//	         SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'
 //	         SET GLOBAL rpl_semi_sync_master_enabled = ON
 //
 // 8. Become writable, only if the lock deadline leaves a retry_timeout:
@@ -247,13 +249,13 @@ func (a *Agent) recordFailover(ctx context.Context, writable time.Time) {
 
 // steadyPrimary keeps a running primary's settings right:
 //
-//	MySQL:   SET GLOBAL rpl_semi_sync_source_enabled = ON|OFF (and its timeout)
-//	MariaDB: SET GLOBAL rpl_semi_sync_master_enabled = ON|OFF (and its timeout)
+//	MySQL:   SET GLOBAL rpl_semi_sync_source_enabled = ON|OFF (and its timeout, wait point AFTER_SYNC)
+//	MariaDB: SET GLOBAL rpl_semi_sync_master_enabled = ON|OFF (and its timeout, wait point AFTER_SYNC)
 func (a *Agent) steadyPrimary(ctx context.Context, obs mysqlctl.Observation) {
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
-	want := a.clusterConfig.SemiSync != dcs.SemiSyncOff
-	if obs.Status.SemiSync.SourceEnabled != want || (want && obs.Status.SemiSync.SourceTimeout != a.semiSyncTimeout()) {
+	want, ss := a.clusterConfig.SemiSync != dcs.SemiSyncOff, obs.Status.SemiSync
+	if ss.SourceEnabled != want || (want && (ss.SourceTimeout != a.semiSyncTimeout() || ss.WaitPoint != mysqlctl.WaitPointAfterSync)) {
 		if err := a.db.SetSemiSyncSource(cctx, want, a.semiSyncTimeout(), 1); err != nil {
 			a.log.Warn("setting source semi-sync failed", zap.Error(err))
 		}

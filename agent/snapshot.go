@@ -128,6 +128,8 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		if p, ok := o.peers[m.Name]; ok {
 			fm.Observed, fm.Reachable, fm.Down = true, p.reachable, p.down
 			if p.reachable {
+				// It answered us just now, whatever its agent last saw.
+				fm.Healthy = true
 				fm.Writable, fm.PullingFrom = p.obs.Status.Writable(), pullingFrom(p.obs)
 				fm.Executed = p.obs.Status.GTIDExecuted
 				if r := p.obs.Replica; r != nil {
@@ -157,6 +159,9 @@ func (a *Agent) selfMember(obs mysqlctl.Observation, localErr error) failover.Me
 		m.Retrieved = r.RetrievedGTID
 		m.ReplicationBroken = r.Broken()
 	}
+	if ss := a.semiSyncState(obs, localErr); ss != nil {
+		m.Async = ss.Async
+	}
 	return m
 }
 
@@ -178,5 +183,6 @@ func toCandidate(m dcs.Member, live map[string]*MemberStatus, asked bool) failov
 	fm.Errant = st.Errant != ""
 	fm.Executed, fm.Retrieved = st.GTIDExecuted, st.GTIDRetrieved
 	fm.ReplicationBroken = st.Replication == dcs.ReplicationBroken.String()
+	fm.Async = st.SemiSync != nil && st.SemiSync.Async
 	return fm
 }

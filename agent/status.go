@@ -53,6 +53,43 @@ type MemberStatus struct {
 	// Duplicate says which other live agent runs with our member name;
 	// while it is set this agent refuses to act.
 	Duplicate string `json:"duplicate,omitempty"`
+	// SemiSync is this member's side of semi-synchronous replication; nil
+	// when semi_sync is off.
+	SemiSync *SemiSyncState `json:"semi_sync,omitempty"`
+}
+
+// SemiSyncState is one member's semi-sync state, as /status serves it.
+type SemiSyncState struct {
+	Mode string `json:"mode"`
+	// Primary side: replicas acknowledging now, commits waiting for an
+	// acknowledgement, and why writes hang when they do.
+	AcknowledgingReplicas int    `json:"acknowledging_replicas"`
+	WaitingCommits        int    `json:"waiting_commits"`
+	Stalled               string `json:"stalled,omitempty"`
+	// Replica side: streaming without acknowledging (ineligible in strict
+	// mode).
+	Async bool `json:"async,omitempty"`
+}
+
+// semiSyncState reads obs as the cluster's semi-sync mode sees it; nil when
+// the mode is off or mysqld did not answer.
+func (a *Agent) semiSyncState(obs mysqlctl.Observation, localErr error) *SemiSyncState {
+	mode := a.clusterConfig.SemiSync
+	if mode == dcs.SemiSyncOff || localErr != nil {
+		return nil
+	}
+	ss := obs.Status.SemiSync
+	st := &SemiSyncState{Mode: mode.String()}
+	if ss.SourceEnabled {
+		st.AcknowledgingReplicas, st.WaitingCommits = ss.SourceClients, ss.SourceWaitSessions
+		if mode == dcs.SemiSyncStrict && ss.SourceClients == 0 {
+			st.Stalled = fmt.Sprintf("no replica acknowledges: writes wait (%d commits waiting)", ss.SourceWaitSessions)
+		}
+	}
+	if r := obs.Replica; r != nil && r.IOThread == mysqlctl.ThreadRunning && !ss.ReplicaActive {
+		st.Async = true
+	}
+	return st
 }
 
 func replicationState(obs mysqlctl.Observation, localErr error) dcs.ReplicationState {
@@ -78,7 +115,9 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 		Healthy:   localErr == nil, Writable: localErr == nil && obs.Status.Writable(),
 		GTIDExecuted: obs.Status.GTIDExecuted, Replication: replicationState(obs, localErr).String(),
 		Errant: a.errant, Action: action.Kind.String(), Reason: action.Reason, LastLoop: a.clock.Now().UTC().Format(time.RFC3339Nano),
+		SemiSync: a.semiSyncState(obs, localErr),
 	}
+	a.metrics.setSemiSync(st.SemiSync)
 	if localErr != nil {
 		st.Error = localErr.Error()
 	}
@@ -138,6 +177,12 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	// makes a crossing of the promotion limit, either way, visible now.
 	if maxLag := a.clusterConfig.MaximumLagOnFailover; maxLag > 0 && a.lastLag != nil && *a.lastLag > maxLag {
 		m.Tags[failover.TagLagging] = "over " + maxLag.String()
+	}
+	if ss := st.SemiSync; ss != nil && ss.Async {
+		m.Tags[failover.TagAsync] = "streams without acknowledging"
+	}
+	if ss := st.SemiSync; ss != nil && ss.Stalled != "" && a.role == dcs.RolePrimary {
+		m.Tags[failover.TagStalled] = "no replica acknowledges"
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/memory"
+	"github.com/mysqlha/mysqlha/failover"
 )
 
 // fixture is a cluster in the in-memory DCS: db1 leads, db2 and db3 replicate.
@@ -95,6 +96,34 @@ func TestStatusTableAndFormats(t *testing.T) {
 	}
 	if _, err := ParseFormat("xml"); ExitCode(err) != ExitUsage {
 		t.Fatalf("bad -o: %v", err)
+	}
+}
+
+// A stalled lossless primary and a replica that does not acknowledge show
+// in the table's TAGS column.
+func TestStatusShowsSemiSyncTags(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	tag := func(name, key, value string) {
+		cl, err := f.stores[name].Cluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := cl.Member(name)
+		m.Tags = map[string]string{key: value}
+		if err := f.stores[name].UpdateMember(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag("db1", failover.TagStalled, "no replica acknowledges")
+	tag("db3", failover.TagAsync, "streams without acknowledging")
+	if err := f.cli.Status(ctx, Table, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"stalled: no replica acknowledges", "async"} {
+		if !strings.Contains(f.out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, f.out)
+		}
 	}
 }
 

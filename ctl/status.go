@@ -83,6 +83,12 @@ func BuildStatus(cl *dcs.Cluster) StatusView {
 		if m.FailoverPriority != 0 {
 			tags = append(tags, fmt.Sprintf("priority=%d", m.FailoverPriority))
 		}
+		if why := m.Tags[failover.TagStalled]; why != "" {
+			tags = append(tags, "stalled: "+why)
+		}
+		if m.Tags[failover.TagAsync] != "" {
+			tags = append(tags, "async")
+		}
 		row.Tags = strings.Join(tags, ",")
 		v.Members = append(v.Members, row)
 	}

@@ -364,7 +364,8 @@ func (s Snapshot) writableOthers() []string {
 	return out
 }
 
-// betterPeer names a reachable eligible member that ranks above us: one
+// betterPeer names a reachable member that ranks above us and could take
+// over (not errant, nor asynchronous in lossless mode): one
 // whose history (retrieved ∪ executed) has transactions ours lacks, or, for
 // histories neither of which contains the other, the usual tie-break. The
 // leader we took over from is no candidate. "" when we rank first.
@@ -381,7 +382,9 @@ func (s Snapshot) betterPeer() string {
 			cands = append(cands, m)
 		}
 	}
-	ranked := RankCandidates(s.Flavor, cands, Rules{})
+	// Lag does not matter here (we have the lock, and lag is what we are
+	// catching up on); a peer that never acknowledged cannot take over.
+	ranked := RankCandidates(s.Flavor, cands, Rules{Lossless: s.Rules.Lossless})
 	if len(ranked) == 0 || ranked[0].Name == s.Self {
 		return ""
 	}
