@@ -40,8 +40,9 @@ type Options struct {
 	// Members is the number of members; 3 when zero.
 	Members int
 	Timing  Timing
-	// AgentArgs are appended to every agent's command line.
-	AgentArgs []string
+	// AgentArgs are appended to every agent's command line, MySQLArgs to
+	// every mysqld's.
+	AgentArgs, MySQLArgs []string
 	// WritableMySQLConfig starts mysqld writable. By default every mysqld
 	// runs with read_only=ON in its configuration, as a production my.cnf
 	// must: a mysqld that (re)starts before its agent would otherwise take
@@ -134,9 +135,9 @@ func NewCluster(tb testing.TB, o Options) *Cluster {
 		c.Etcd = etcdtest.Start(tb)
 		c.etcd = c.Etcd.Client(tb)
 	}
-	var mo mysqltest.Options
+	mo := mysqltest.Options{ExtraArgs: o.MySQLArgs}
 	if !o.WritableMySQLConfig {
-		mo.ExtraArgs = []string{"--read-only=ON"}
+		mo.ExtraArgs = append(mo.ExtraArgs, "--read-only=ON")
 	}
 	servers := mysqltest.Start(tb, o.Members, mo)
 

@@ -534,3 +534,42 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	}
 }
+
+// TestCrashRecoveryTruncatesUnacknowledgedTail pins the MariaDB settings
+// that lossless mode documents for every server: started with
+// --rpl-semi-sync-slave-enabled=ON and --init-rpl-role=SLAVE, a primary
+// killed while a commit waits for its acknowledgement rolls that commit
+// back at crash recovery and cuts it off its binary log (MDEV-21117), so
+// it rejoins without an errant transaction. Without --init-rpl-role=SLAVE,
+// 10.11.19 commits it (measured).
+func TestCrashRecoveryTruncatesUnacknowledgedTail(t *testing.T) {
+	servers := mysqltest.Start(t, 2, mysqltest.Options{ExtraArgs: []string{"--rpl-semi-sync-slave-enabled=ON", "--init-rpl-role=SLAVE"}})
+	ctx := ctxT(t, 60*time.Second)
+	primary, replica := connect(t, servers[0]), connect(t, servers[1])
+	if err := primary.Unfence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.ReplicateFrom(ctx, sourceOf(servers[0])); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.SetSemiSyncSource(ctx, true, time.Hour, 1); err != nil {
+		t.Fatal(err)
+	}
+	app := servers[0].DB(t, mysqltest.AppUser, mysqltest.AppPassword)
+	mustExec(t, app, "CREATE TABLE app.t (id INT PRIMARY KEY)")
+	mustExec(t, app, "INSERT INTO app.t VALUES (1)")
+	acked := executed(t, primary)
+	if err := replica.StopReplicationIO(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go app.Exec("INSERT INTO app.t VALUES (2)") // waits for an acknowledgement that never comes
+	waitFor(t, 5*time.Second, "the commit waiting", func() bool {
+		st, err := primary.Status(ctx)
+		return err == nil && st.SemiSync.SourceWaitSessions == 1
+	})
+	servers[0].Kill()
+	servers[0].Restart(t)
+	if got := executed(t, connect(t, servers[0])); got != acked {
+		t.Fatalf("after crash recovery the binlog is at %s, want %s: the unacknowledged commit survived", got, acked)
+	}
+}
