@@ -24,8 +24,10 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 		if o.localErr == nil && o.obs.Status.Writable() || a.hasDeadline() { // fenced already otherwise
 			a.fenceSelf(ctx, "duplicate", action.Reason)
 		}
+	case failover.KillLocal:
+		return a.killLocal(ctx, action.Reason)
 	case failover.ReleaseLock:
-		a.release(ctx, action.Reason)
+		a.release(ctx, action.Reason, action.Unfenced)
 		if action.StandDown {
 			a.standDownUntil = a.clock.Now().Add(2 * a.clusterConfig.TTL)
 		}

@@ -29,6 +29,9 @@ type Deps struct {
 	Metrics   *Metrics
 	// PeerStatus fetches peers' live status; HTTPPeerStatus by default.
 	PeerStatus PeerStatus
+	// KillMySQL kills the local mysqld, found by its pid file, and returns
+	// once it is gone; nil when this agent cannot see its process.
+	KillMySQL func(ctx context.Context, pidFile string) (pid int, err error)
 }
 
 // Agent runs the HA loop of one member.
@@ -83,6 +86,14 @@ type Agent struct {
 	// receiverStoppedSince is when a follower first saw its receiver
 	// stopped (without an error) while pointing at the holder.
 	receiverStoppedSince time.Time
+	// localHungSince is when our mysqld first failed to answer without
+	// refusing; zero while it answers or is down. pidFile is its
+	// @@pid_file, last read; cannotKill: a kill failed since it last
+	// answered (its process is not visible from here, say).
+	localHungSince time.Time
+	killMySQL      func(ctx context.Context, pidFile string) (int, error)
+	pidFile        string
+	cannotKill     bool
 
 	// deadline is shared with the watchdog: zero means "we may not write".
 	deadlineMu sync.Mutex
@@ -112,7 +123,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	}
 	a := &Agent{
 		self: cfg, store: d.Store, dial: d.Dial, labeler: d.Labeler, clock: d.Clock, log: d.Logger,
-		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr,
+		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr, killMySQL: d.KillMySQL,
 		peers: map[string]Database{}, clusterConfig: cfg.Bootstrap, instance: d.Store.Instance(),
 		rearm: make(chan struct{}, 1),
 	}
@@ -184,7 +195,7 @@ func (a *Agent) shutdown() {
 	if a.hasDeadline() {
 		// The hand-over did not happen: let the others take over now
 		// rather than after ttl.
-		a.release(ctx, "agent stopping")
+		a.release(ctx, "agent stopping", false)
 	}
 	a.setRole(ctx, dcs.RoleUnknown)
 	for _, p := range a.peers {

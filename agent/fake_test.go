@@ -41,6 +41,9 @@ type fakeDB struct {
 	// observations time out (a hung server or a cut link, not a refusal).
 	fenceErr, stopIOErr, waitErr error
 	unreachable                  bool
+	// hung is a SIGSTOPped server: like unreachable, and it takes no writes
+	// either until it resumes.
+	hung bool
 	// noSemiSyncReplica: replica-side semi-sync cannot be switched on (a
 	// MySQL server without the plugin), so the member streams without
 	// acknowledging.
@@ -74,7 +77,7 @@ func (c *fakeMySQL) dial(_ context.Context, addr string) (Database, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d, ok := c.dbs[addr]
-	if ok && d.unreachable {
+	if ok && (d.unreachable || d.hung) {
 		return nil, fmt.Errorf("dial %s: %w: %w", addr, mysqlctl.ErrUnreachable, context.DeadlineExceeded)
 	}
 	if !ok || !d.up {
@@ -89,7 +92,7 @@ func (c *fakeMySQL) writable() []string {
 	defer c.mu.Unlock()
 	var out []string
 	for _, d := range c.dbs {
-		if d.up && !d.readOnly {
+		if d.up && !d.readOnly && !d.hung {
 			out = append(out, d.name)
 		}
 	}
@@ -101,12 +104,28 @@ func (c *fakeMySQL) write(name string) bool {
 	d := c.byName(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !d.up || d.readOnly {
+	if !d.up || d.readOnly || d.hung {
 		return false
 	}
 	d.seq++
 	d.lastServer = d.serverID
 	return true
+}
+
+func (d *fakeDB) pidFile() string { return "/run/mysqld/" + d.name + ".pid" }
+
+// kill is what killing the process behind pidFile does: the server is down
+// (a hung one too). It fails like a process not in view when none matches.
+func (c *fakeMySQL) kill(_ context.Context, pidFile string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range c.dbs {
+		if d.up && d.pidFile() == pidFile {
+			d.up, d.hung = false, false
+			return 1000 + d.serverID, nil
+		}
+	}
+	return 0, fmt.Errorf("no mysqld process holds %s", pidFile)
 }
 
 func (d *fakeDB) pos() string {
@@ -128,7 +147,7 @@ func (d *fakeDB) syncLocked() {
 }
 
 func (d *fakeDB) check() error {
-	if d.unreachable {
+	if d.unreachable || d.hung {
 		return fmt.Errorf("%s: %w: %w", d.addr, mysqlctl.ErrUnreachable, context.DeadlineExceeded)
 	}
 	if !d.up {
@@ -149,7 +168,7 @@ func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
 	}
 	d.syncLocked()
 	o := mysqlctl.Observation{Status: mysqlctl.Status{
-		ServerID: uint32(d.serverID), ReadOnly: d.readOnly, GTIDExecuted: d.pos(), GTIDSlavePos: d.pos(),
+		ServerID: uint32(d.serverID), ReadOnly: d.readOnly, GTIDExecuted: d.pos(), GTIDSlavePos: d.pos(), PIDFile: d.pidFile(),
 		LogBin: true, LogReplicaUpdates: true,
 		SemiSync: d.semiSyncLocked(),
 	}}

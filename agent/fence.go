@@ -106,3 +106,23 @@ func (a *Agent) fenceOthers(ctx context.Context, names []string, peers map[strin
 		return nil
 	})
 }
+
+// killLocal kills our hung mysqld's process (KillLocal): a server that
+// neither answers nor refuses cannot be fenced, and only a dead one
+// provably takes no writes. Once it is gone the next iteration finds it
+// down and releases the lock. When the kill fails (its process is not
+// visible from here, say), the holder keeps the lock until mysqld answers.
+func (a *Agent) killLocal(ctx context.Context, reason string) (redo bool) {
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	pid, err := a.killMySQL(cctx, a.pidFile)
+	if err != nil {
+		a.cannotKill = true
+		a.log.Error("killing the hung local mysqld failed; keeping the lock until it answers", zap.String("pid_file", a.pidFile), zap.Error(err))
+		return false
+	}
+	a.metrics.FencingActions.WithLabelValues("kill-hung").Inc()
+	a.log.Warn("killed the hung local mysqld", zap.Int("pid", pid), zap.String("reason", reason))
+	a.labeler.Event(ctx, a.self.Name, eventWarning, "KilledHungMySQL", fmt.Sprintf("killed mysqld (pid %d): %s", pid, reason))
+	return true
+}

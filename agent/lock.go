@@ -65,8 +65,8 @@ func (a *Agent) acquire(ctx context.Context) bool {
 	return true
 }
 
-func (a *Agent) release(ctx context.Context, reason string) {
-	if a.hasDeadline() {
+func (a *Agent) release(ctx context.Context, reason string, unfenced bool) {
+	if a.hasDeadline() && !unfenced {
 		// Giving the lock up lets another member promote at once: only when
 		// our mysqld is read-only or provably not running.
 		if err := a.fenceSelf(ctx, "self", reason); err != nil && !errors.Is(err, mysqlctl.ErrDown) {

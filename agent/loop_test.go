@@ -34,6 +34,8 @@ type loopHarness struct {
 	ctx         context.Context
 	// config is the cluster config the first agent bootstraps with.
 	config dcs.Config
+	// canKill gives the agents built from now on a KillMySQL.
+	canKill bool
 }
 
 type fakeLabels struct {
@@ -116,7 +118,7 @@ func (h *loopHarness) newAgent(name, dbName, apiName string, wrap func(Store) St
 		ReplicationUser: "repl", Bootstrap: h.config,
 	}, Deps{Store: store, LocalAddr: db.addr, Dial: h.mysql.dial, Labeler: h.labels, Clock: h.clock,
 		Metrics: NewMetrics(prometheus.NewRegistry(), "test", name), Logger: zaptest.NewLogger(h.t).Named(apiName),
-		PeerStatus: h.peerStatus})
+		PeerStatus: h.peerStatus, KillMySQL: h.killer()})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -125,6 +127,13 @@ func (h *loopHarness) newAgent(name, dbName, apiName string, wrap func(Store) St
 		a.db.Fence(h.ctx)
 	}
 	return a
+}
+
+func (h *loopHarness) killer() func(context.Context, string) (int, error) {
+	if !h.canKill {
+		return nil
+	}
+	return h.mysql.kill
 }
 
 // peerStatus serves each agent's /status straight from the agent, unless

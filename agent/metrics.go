@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 			"Duration of the phases of this member's last promotion: detect (leader lost to lock won), promote (lock won to writable), route (writable to primary label set).")),
 			[]string{"phase"}),
 		FencingActions: prometheus.NewCounterVec(prometheus.CounterOpts(f("fencing_actions_total",
-			"Fencing actions taken, by kind (self, self-deadline, duplicate, remote-source, remote-writable, replica-receiver).")), []string{"kind"}),
+			"Fencing actions taken, by kind (self, self-deadline, duplicate, remote-source, remote-writable, replica-receiver, kill-hung).")), []string{"kind"}),
 		DCSErrors: prometheus.NewCounterVec(prometheus.CounterOpts(f("dcs_errors_total",
 			"DCS calls that failed, by operation.")), []string{"op"}),
 		DuplicateIdentity: prometheus.NewGauge(prometheus.GaugeOpts(f("duplicate_identity",

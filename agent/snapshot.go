@@ -23,17 +23,31 @@ type observed struct {
 	peers    map[string]peerProbe // probed peers, by member name; nil when not probed
 }
 
+// trackHang records since when our mysqld neither answers nor refuses.
+func (a *Agent) trackHang(err error) {
+	switch {
+	case err == nil || errors.Is(err, mysqlctl.ErrDown):
+		a.localHungSince, a.cannotKill = time.Time{}, false
+	case a.localHungSince.IsZero():
+		a.localHungSince = a.clock.Now()
+	}
+}
+
 func (a *Agent) observeLocal(ctx context.Context) (mysqlctl.Observation, error) {
 	if a.db == nil {
-		return mysqlctl.Observation{}, fmt.Errorf("local mysqld not connected: %w", a.dialErr)
+		err := fmt.Errorf("local mysqld not connected: %w", a.dialErr)
+		a.trackHang(err)
+		return mysqlctl.Observation{}, err
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	obs, err := a.db.Observe(cctx)
+	a.trackHang(err)
 	if err != nil {
 		a.log.Warn("observing local mysqld failed", zap.Error(err))
 		return obs, err
 	}
+	a.pidFile = obs.Status.PIDFile
 	if r := obs.Replica; r != nil && r.SecondsBehind != nil && r.IOThread == mysqlctl.ThreadRunning {
 		lag := time.Duration(*r.SecondsBehind) * time.Second
 		a.lastLag = &lag
@@ -60,6 +74,8 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		Deadline: a.effectiveDeadline(), Grace: a.clusterConfig.LoopWait * 2, Rules: failover.RulesOf(a.clusterConfig),
 		PromotionTimeout: a.promotionTimeout(),
 		LocalUp:          localErr == nil, LocalDown: errors.Is(localErr, mysqlctl.ErrDown),
+		LocalHungSince: a.localHungSince, HangTimeout: a.clusterConfig.TTL,
+		CanKillLocal:  a.killMySQL != nil && a.pidFile != "" && !a.cannotKill,
 		LocalWritable: localErr == nil && obs.Status.Writable(),
 	}
 	if r := obs.Replica; localErr == nil && r != nil {

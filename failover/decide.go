@@ -46,10 +46,13 @@ const (
 	// Refuse: another live agent runs with our member name; stay fenced and
 	// do nothing else, so the real member is never displaced.
 	Refuse
+	// KillLocal: our mysqld hangs and we lead; kill its process, so that it
+	// can take no more writes, and release the lock once it is gone.
+	KillLocal
 )
 
 var kindNames = [...]string{"idle", "fence-self", "release-lock", "bootstrap", "acquire", "wait-for-better",
-	"lead", "promote", "follow", "switchover", "reject-switchover", "clear-request", "refuse"}
+	"lead", "promote", "follow", "switchover", "reject-switchover", "clear-request", "refuse", "kill-local"}
 
 func (k Kind) String() string {
 	if int(k) >= 0 && int(k) < len(kindNames) {
@@ -82,6 +85,10 @@ type Action struct {
 	// StandDown (ReleaseLock): another member should lead; do not race for
 	// the lock again for a while.
 	StandDown bool
+	// Unfenced (ReleaseLock): give the lock up although our mysqld could
+	// not be fenced: it hangs, and lossless mode keeps it from
+	// acknowledging anything once resumed.
+	Unfenced bool
 }
 
 // SwitchoverRequest is a pending planned hand-over.
@@ -156,6 +163,13 @@ type Snapshot struct {
 	// fence it, and giving the lock up would let another member promote
 	// next to it.
 	LocalDown bool
+	// LocalHungSince is when our mysqld first failed to answer without
+	// refusing (it may be hung); zero while it answers or is down.
+	// HangTimeout is how long a holder tolerates that before it acts (0:
+	// never); CanKillLocal says its process can be killed from here.
+	LocalHungSince time.Time
+	HangTimeout    time.Duration
+	CanKillLocal   bool
 	// LocalWritable: our mysqld accepts writes from ordinary clients.
 	LocalWritable bool
 	// LocalSource is the address our mysqld replicates from; "" when it has
@@ -198,7 +212,7 @@ func Decide(s Snapshot) Action {
 			return Action{Kind: ReleaseLock, Reason: "local mysqld is down"}
 		}
 		if s.holdsLock() && !s.Paused {
-			return Action{Kind: Lead, RenewOnly: true, Reason: "keep the lock: local mysqld does not answer and may resume writable"}
+			return decideHung(s)
 		}
 		return Action{Kind: Idle, Reason: "local mysqld is down"}
 	}
@@ -235,6 +249,29 @@ func Decide(s Snapshot) Action {
 		return decideLeaderless(s)
 	}
 	return Action{Kind: Follow, Target: s.Leader, Reason: "following the lock holder"}
+}
+
+// decideHung is the holder's decision while its mysqld neither answers nor
+// refuses: it may be hung and resume writable, so giving the lock up would
+// let another member promote next to it. Past HangTimeout, it kills it if
+// it can; in lossless mode it may give the lock up anyway, since a resumed
+// server collects no acknowledgement once the new primary has stopped every
+// receiver, and so acknowledges no write.
+func decideHung(s Snapshot) Action {
+	hung := time.Duration(0)
+	if !s.LocalHungSince.IsZero() {
+		hung = s.Now.Sub(s.LocalHungSince)
+	}
+	if s.HangTimeout > 0 && hung >= s.HangTimeout {
+		switch {
+		case s.CanKillLocal:
+			return Action{Kind: KillLocal, Reason: fmt.Sprintf("local mysqld hung for %s: kill it, then release the lock", hung)}
+		case s.Rules.Lossless:
+			return Action{Kind: ReleaseLock, Unfenced: true, Reason: fmt.Sprintf("local mysqld hung for %s: releasing the lock unfenced "+
+				"(lossless: once resumed it cannot acknowledge a write)", hung)}
+		}
+	}
+	return Action{Kind: Lead, RenewOnly: true, Reason: "keep the lock: local mysqld does not answer and may resume writable"}
 }
 
 func (s Snapshot) lockState() string {

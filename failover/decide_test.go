@@ -36,9 +36,14 @@ func (b *snap) deadlineIn(d time.Duration) *snap { b.s.Deadline = t0.Add(d); ret
 func (b *snap) primary() *snap                   { b.s.LocalWritable = true; return b }
 func (b *snap) localDown() *snap                 { b.s.LocalUp, b.s.LocalDown = false, true; return b }
 func (b *snap) localHung() *snap                 { b.s.LocalUp = false; return b }
-func (b *snap) paused() *snap                    { b.s.Paused = true; return b }
-func (b *snap) uninitialized() *snap             { b.s.Initialized = false; return b }
-func (b *snap) stopping() *snap                  { b.s.ShuttingDown = true; return b }
+func (b *snap) hungFor(d, bound time.Duration) *snap {
+	b.s.LocalUp, b.s.LocalHungSince, b.s.HangTimeout = false, t0.Add(-d), bound
+	return b
+}
+func (b *snap) canKill() *snap       { b.s.CanKillLocal = true; return b }
+func (b *snap) paused() *snap        { b.s.Paused = true; return b }
+func (b *snap) uninitialized() *snap { b.s.Initialized = false; return b }
+func (b *snap) stopping() *snap      { b.s.ShuttingDown = true; return b }
 func (b *snap) leaderlessFor(d time.Duration) *snap {
 	b.s.LeaderlessSince = t0.Add(-d)
 	return b
@@ -335,6 +340,47 @@ func TestDecideLossless(t *testing.T) {
 		{"a forced manual failover overrides",
 			promoting().lossless().with("db3", func(m *Member) { m.Reachable = false }).switchover("", "db2", 0).force(),
 			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Decide(c.snap.s)
+			reason := got.Reason
+			got.Reason = ""
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Decide = %+v (%s), want %+v", got, reason, c.want)
+			}
+		})
+	}
+}
+
+// TestDecideHungMySQL: a holder whose mysqld hangs cannot fence it. It
+// keeps the lock, unless the hang outlasts the bound and the server can be
+// made harmless: killed (then it is down, and the lock is released), or,
+// in lossless mode, left unable to acknowledge once the new primary stops
+// the receivers.
+func TestDecideHungMySQL(t *testing.T) {
+	leader := func() *snap { return cluster().me("db1").deadlineIn(3 * time.Second).primary() }
+	cases := []struct {
+		name string
+		snap *snap
+		want Action
+	}{
+		{"hung within the bound: keep the lock", leader().hungFor(4*time.Second, 5*time.Second).canKill(),
+			Action{Kind: Lead, RenewOnly: true}},
+		{"hung past the bound, can kill: kill it", leader().hungFor(5*time.Second, 5*time.Second).canKill(),
+			Action{Kind: KillLocal}},
+		{"hung past the bound, cannot kill: keep the lock", leader().hungFor(time.Minute, 5*time.Second),
+			Action{Kind: Lead, RenewOnly: true}},
+		{"lossless, hung past the bound, cannot kill: release it unfenced", leader().lossless().hungFor(5*time.Second, 5*time.Second),
+			Action{Kind: ReleaseLock, Unfenced: true}},
+		{"lossless, can kill: kill first", leader().lossless().hungFor(5*time.Second, 5*time.Second).canKill(),
+			Action{Kind: KillLocal}},
+		{"no bound: keep the lock", leader().lossless().hungFor(time.Hour, 0).canKill(),
+			Action{Kind: Lead, RenewOnly: true}},
+		{"paused: change nothing", leader().paused().hungFor(time.Minute, 5*time.Second).canKill(),
+			Action{Kind: Idle}},
+		{"a replica whose mysqld hangs does nothing", cluster().hungFor(time.Minute, 5*time.Second).canKill(),
+			Action{Kind: Idle}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

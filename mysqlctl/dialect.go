@@ -334,7 +334,7 @@ func inList(names []string) string {
 // plugin is loaded), where SELECT @@x would fail.
 func (d Dialect) ShowVariables() Statement {
 	n := d.names()
-	vars := []string{"read_only", "server_id", "version", "log_bin", n.logReplicaUpdates, n.superReadOnly,
+	vars := []string{"read_only", "server_id", "version", "log_bin", "pid_file", n.logReplicaUpdates, n.superReadOnly,
 		n.serverUUID, n.executed, n.semiSourceEnabled, n.semiSourceTimeout, n.semiSourceWaitFor, n.semiReplicaEnabled, n.semiWaitPoint}
 	if d.mariaDB() {
 		vars = append(vars, "gtid_current_pos", "gtid_slave_pos", "gtid_strict_mode", "gtid_domain_id", "gtid_binlog_state")

@@ -93,17 +93,17 @@ func TestDialectStatements(t *testing.T) {
 				"INSTALL PLUGIN rpl_semi_sync_source SONAME 'semisync_source.so'", "INSTALL PLUGIN rpl_semi_sync_replica SONAME 'semisync_replica.so'"},
 			nil},
 		{"show variables", func(d Dialect) []string { return sqls(d.ShowVariables(), d.ShowStatus()) },
-			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'log_replica_updates', " +
+			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'pid_file', 'log_replica_updates', " +
 				"'super_read_only', 'server_uuid', 'gtid_executed', 'rpl_semi_sync_source_enabled', 'rpl_semi_sync_source_timeout', " +
 				"'rpl_semi_sync_source_wait_for_replica_count', 'rpl_semi_sync_replica_enabled', 'rpl_semi_sync_source_wait_point', 'gtid_mode')",
 				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_source_status', 'Rpl_semi_sync_source_clients', 'Rpl_semi_sync_replica_status', " +
 					"'Rpl_semi_sync_source_wait_sessions')"},
-			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'log_replica_updates', " +
+			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'pid_file', 'log_replica_updates', " +
 				"'super_read_only', 'server_uuid', 'gtid_executed', 'rpl_semi_sync_source_enabled', 'rpl_semi_sync_source_timeout', " +
 				"'rpl_semi_sync_source_wait_for_replica_count', 'rpl_semi_sync_replica_enabled', 'rpl_semi_sync_source_wait_point', 'gtid_mode')",
 				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_source_status', 'Rpl_semi_sync_source_clients', 'Rpl_semi_sync_replica_status', " +
 					"'Rpl_semi_sync_source_wait_sessions')"},
-			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'log_slave_updates', " +
+			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'pid_file', 'log_slave_updates', " +
 				"'gtid_binlog_pos', 'rpl_semi_sync_master_enabled', 'rpl_semi_sync_master_timeout', 'rpl_semi_sync_slave_enabled', " +
 				"'rpl_semi_sync_master_wait_point', 'gtid_current_pos', 'gtid_slave_pos', 'gtid_strict_mode', 'gtid_domain_id', 'gtid_binlog_state')",
 				"SHOW GLOBAL STATUS WHERE Variable_name IN ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients', 'Rpl_semi_sync_slave_status', " +
@@ -209,7 +209,7 @@ func TestParseStatusMySQL(t *testing.T) {
 		"gtid_executed": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5,\n4e11fa47-71ca-11e1-9e33-c80aa9429562:1",
 		"log_bin":       "ON", "log_replica_updates": "ON", "rpl_semi_sync_source_enabled": "ON",
 		"rpl_semi_sync_source_timeout": "2500", "rpl_semi_sync_source_wait_for_replica_count": "2",
-		"rpl_semi_sync_source_wait_point": "AFTER_SYNC",
+		"rpl_semi_sync_source_wait_point": "AFTER_SYNC", "pid_file": "/var/run/mysqld/mysqld.pid",
 	}
 	stat := map[string]string{"Rpl_semi_sync_source_status": "ON", "Rpl_semi_sync_source_clients": "2",
 		"Rpl_semi_sync_source_wait_sessions": "3"}
@@ -217,7 +217,7 @@ func TestParseStatusMySQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.ServerID != 7 || st.SuperReadOnly == nil || !*st.SuperReadOnly || st.Writable() || !st.LogReplicaUpdates ||
+	if st.ServerID != 7 || st.PIDFile != "/var/run/mysqld/mysqld.pid" || st.SuperReadOnly == nil || !*st.SuperReadOnly || st.Writable() || !st.LogReplicaUpdates ||
 		st.GTIDExecuted != "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5,4e11fa47-71ca-11e1-9e33-c80aa9429562:1" {
 		t.Errorf("status %+v", st)
 	}

@@ -37,6 +37,9 @@ type Status struct {
 	LogBin            bool
 	LogReplicaUpdates bool
 	SemiSync          SemiSyncStatus
+	// PIDFile is @@pid_file: where the server writes its process id, as
+	// seen from its own mount namespace.
+	PIDFile string
 }
 
 // Fenced reports whether the server refuses writes from every client but
@@ -191,6 +194,7 @@ func (d Dialect) parseStatus(vars, stat map[string]string) (Status, error) {
 		GTIDSlavePos:      vars["gtid_slave_pos"],
 		GTIDBinlogState:   vars["gtid_binlog_state"],
 		GTIDStrictMode:    parseBool(vars["gtid_strict_mode"]),
+		PIDFile:           vars["pid_file"],
 	}
 	id, err := strconv.ParseUint(vars["server_id"], 10, 32)
 	if err != nil {

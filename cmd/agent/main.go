@@ -28,6 +28,7 @@ import (
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/connect"
 	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
+	"github.com/mysqlha/mysqlha/internal/mysqldproc"
 	"github.com/mysqlha/mysqlha/mysqlctl"
 )
 
@@ -53,7 +54,7 @@ type options struct {
 	localAddr, user, pwFile   string
 	replPwFile                string
 	logLevel, semiSync        string
-	labelPods                 bool
+	labelPods, killHung       bool
 	dialTimeout               time.Duration
 }
 
@@ -89,6 +90,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.semiSync, "semi-sync", "off", "bootstrap: semi-sync mode off, on or strict")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.labelPods, "label-pods", true, "with --dcs=kubernetes: label pods by role and record Events")
+	fs.BoolVar(&o.killHung, "kill-hung-mysqld", true, "kill the local mysqld when it hangs for ttl while this member leads, so that another can take over "+
+		"(needs its process in view: the same host, or a pod with shareProcessNamespace: true)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: mysqlha-agent [flags]
 
@@ -177,10 +180,14 @@ func run(args []string) error {
 			ReplicationUsers: []string{o.cfg.ReplicationUser},
 		})
 	}
-	a, err := agent.New(o.cfg, agent.Deps{
+	deps := agent.Deps{
 		Store: store, LocalAddr: o.localAddr, Dial: dial, Labeler: labeler, Logger: log.Named("agent"),
 		Metrics: metrics, PeerStatus: agent.HTTPPeerStatus(&http.Client{}),
-	})
+	}
+	if o.killHung {
+		deps.KillMySQL = mysqldproc.Kill
+	}
+	a, err := agent.New(o.cfg, deps)
 	if err != nil {
 		return err
 	}
