@@ -21,12 +21,13 @@ import (
 //
 // 2. Renew the lock, so that the whole hand-over fits before our deadline.
 //
-// 3. Stop writes: fence our mysqld and kill its client sessions, as
-// fenceSelf does (steps 1 and 2 there; here a failure to kill is ignored);
-// steps 3 and 4 run under one retry_timeout:
+// 3. Stop writes: kill the client sessions first (so that the fence does not
+// wait out its grace behind a statement in flight), then fence our mysqld,
+// as fenceSelf does (a failure to kill is ignored); steps 3 and 4 run under
+// one retry_timeout:
 //
-//	MySQL:   SET GLOBAL super_read_only = ON; KILL CONNECTION id ...
-//	MariaDB: SET GLOBAL read_only = ON; KILL HARD CONNECTION id ...
+//	MySQL:   KILL CONNECTION id ...; SET GLOBAL super_read_only = ON; KILL CONNECTION id ...
+//	MariaDB: KILL HARD CONNECTION id ...; SET GLOBAL read_only = ON; KILL HARD CONNECTION id ...
 //
 // 4. Read our executed set, now final:
 //
@@ -72,6 +73,11 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 	start := a.clock.Now()
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
+	// Writes stop now either way: kill the sessions first, so that the
+	// fence does not wait out its grace behind a statement in flight, and
+	// again after it, for sessions that arrived in between (an idle open
+	// transaction survives the fence, holding its row locks).
+	a.db.KillClients(cctx)
 	if err := a.db.Fence(cctx); err != nil {
 		a.log.Error("switchover: fencing ourselves failed", zap.Error(err))
 		return false

@@ -10,8 +10,8 @@ import (
 )
 
 // BenchmarkSwitchover: planned switchovers with `agentctl switchover --to X
-// --force --wait` (targets in turn: db1 -> db2 -> db3 -> db1 ...) on the etcd
-// DCS while a writer hammers the primary (see Writer: it follows GET /primary
+// --force --wait` (targets in turn: db1 -> db2 -> db3 -> db1 ...), on etcd and
+// on Kubernetes, while a writer hammers the primary (see Writer: it follows GET /primary
 // and, while no agent answers 200, tries the old primary and the target
 // directly). Write unavailability is the time from the last write the old
 // primary acknowledged to the first the new one acknowledged, on the
@@ -30,8 +30,17 @@ import (
 //
 // Target (issue 5): unavailability p95 <= 1 s.
 func BenchmarkSwitchover(b *testing.B) {
+	for _, backend := range []struct {
+		name string
+		opts Options
+	}{{"etcd", Options{}}, {"kubernetes", Options{Kubernetes: true}}} {
+		b.Run(backend.name, func(b *testing.B) { benchSwitchover(b, backend.opts) })
+	}
+}
+
+func benchSwitchover(b *testing.B, opts Options) {
 	measureOnce(b, func() []benchFigure {
-		c := NewCluster(b, Options{})
+		c := NewCluster(b, opts)
 		p := c.Bootstrap()
 		c.CreateLoadTable(p)
 		buildAgentctl(b)

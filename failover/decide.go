@@ -331,14 +331,14 @@ func decideAsLeader(s Snapshot) Action {
 
 // decidePromotion is the leader's decision while its mysqld is not yet a
 // writable primary. It unfences only when no other member answers writable,
-// no receiver still pulls from another source, and no reachable eligible
-// member holds transactions we lack.
+// no receiver still pulls from another source that may take writes, and no
+// reachable eligible member holds transactions we lack.
 func decidePromotion(s Snapshot) Action {
 	var stop, unverified []string
 	for _, m := range s.Members {
 		switch {
 		case m.Name == s.Self || !m.Observed:
-		case m.Reachable && m.PullingFrom != "" && m.PullingFrom != s.SelfAddr:
+		case m.Reachable && m.PullingFrom != "" && m.PullingFrom != s.SelfAddr && !s.fencedSource(m.PullingFrom):
 			stop = append(stop, m.Name)
 		case !m.Reachable && !m.Down:
 			unverified = append(unverified, m.Name)
@@ -388,6 +388,19 @@ func (s Snapshot) unseenAcknowledgers() []string {
 		}
 	}
 	return out
+}
+
+// fencedSource reports whether addr is a member's mysqld that answered
+// read-only this iteration: it takes no writes (only the lock holder, us,
+// unfences), so a receiver still pulling from it can acknowledge nothing new
+// and need not be stopped. A planned hand-over's old primary is one.
+func (s Snapshot) fencedSource(addr string) bool {
+	for _, m := range s.Members {
+		if m.Addr == addr && m.Name != s.Self && m.Observed && m.Reachable && !m.Writable {
+			return true
+		}
+	}
+	return false
 }
 
 // writableOthers lists the other members whose mysqld answered writable.

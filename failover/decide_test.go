@@ -1,6 +1,7 @@
 package failover
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,13 +17,17 @@ var t0 = time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
 type snap struct{ s Snapshot }
 
 func cluster() *snap {
-	return &snap{s: Snapshot{
+	b := &snap{s: Snapshot{
 		Self: "db2", Flavor: gtid.MariaDB, Now: t0, Initialized: true, LocalUp: true,
 		Leader: "db1", Grace: 3 * time.Second, Rules: Rules{MaxLag: 30 * time.Second},
 		Members: []Member{
 			member("db1", "0-1-100"), member("db2", "0-1-100"), member("db3", "0-1-100"),
 		},
 	}}
+	for i := range b.s.Members {
+		b.s.Members[i].Addr = fmt.Sprintf("10.0.0.%d:3306", i+1)
+	}
+	return b
 }
 
 func member(name, executed string) Member {
@@ -244,9 +249,15 @@ func TestDecideLeaderSafety(t *testing.T) {
 		{"stop promotion: old source unfenced",
 			promoting().with("db1", func(m *Member) { m.Writable = true }),
 			Action{Kind: Promote, Fence: []string{"db1"}}},
-		{"promotion stops receivers pulling from another source first",
-			promoting().with("db3", func(m *Member) { m.PullingFrom = "10.0.0.1:3306" }),
+		{"promotion stops receivers pulling from an unreachable source first",
+			promoting().with("db3", func(m *Member) { m.PullingFrom = "10.0.0.1:3306" }).with("db1", func(m *Member) { m.Reachable = false }),
 			Action{Kind: Promote, StopReceivers: []string{"db3"}}},
+		{"and receivers pulling from a writable source, which it fences",
+			promoting().with("db3", func(m *Member) { m.PullingFrom = "10.0.0.1:3306" }).with("db1", func(m *Member) { m.Writable = true }),
+			Action{Kind: Promote, Fence: []string{"db1"}, StopReceivers: []string{"db3"}}},
+		{"a receiver pulling from a source that answered read-only runs on: it can acknowledge nothing new",
+			promoting().with("db3", func(m *Member) { m.PullingFrom = "10.0.0.1:3306" }),
+			Action{Kind: Promote, Unfence: true}},
 		{"a receiver pulling from us is left alone",
 			promoting().with("db3", func(m *Member) { m.PullingFrom = "10.0.0.2:3306" }),
 			Action{Kind: Promote, Unfence: true}},

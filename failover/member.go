@@ -10,6 +10,8 @@ import (
 // included.
 type Member struct {
 	Name string
+	// Addr is where its mysqld is reached, as replicas pull from it.
+	Addr string
 	// Fresh: the member's record is current and, where asked, it answered
 	// over HTTP. A member that is not fresh is presumed dead.
 	Fresh bool
@@ -71,7 +73,7 @@ const (
 // (HTTP status, probes); agentctl has only the record.
 func FromRecord(m dcs.Member) Member {
 	return Member{
-		Name: m.Name, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
+		Name: m.Name, Addr: m.MySQLAddr, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
 		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
 		Errant: m.Tags[TagErrant] != "", Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
 		Async: m.Tags[TagAsync] != "", Primary: m.Role == dcs.RolePrimary,

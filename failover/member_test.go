@@ -11,7 +11,7 @@ import (
 func TestFromRecord(t *testing.T) {
 	lag := 3 * time.Second
 	healthy := dcs.Member{
-		Name: "db2", Role: dcs.RoleReplica, GTIDExecuted: "0-1-100", GTIDRetrieved: "0-1-105",
+		Name: "db2", MySQLAddr: "10.0.0.2:3306", Role: dcs.RoleReplica, GTIDExecuted: "0-1-100", GTIDRetrieved: "0-1-105",
 		Replication: dcs.ReplicationRunning, Lag: &lag, FailoverPriority: 2,
 	}
 	with := func(f func(*dcs.Member)) dcs.Member {
@@ -19,7 +19,7 @@ func TestFromRecord(t *testing.T) {
 		f(&m)
 		return m
 	}
-	want := Member{Name: "db2", Fresh: true, Healthy: true, Priority: 2, Executed: "0-1-100", Retrieved: "0-1-105", Lag: &lag}
+	want := Member{Name: "db2", Addr: "10.0.0.2:3306", Fresh: true, Healthy: true, Priority: 2, Executed: "0-1-100", Retrieved: "0-1-105", Lag: &lag}
 	wantWith := func(f func(*Member)) Member {
 		m := want
 		f(&m)
