@@ -29,6 +29,9 @@ type Deps struct {
 	Metrics   *Metrics
 	// PeerStatus fetches peers' live status; HTTPPeerStatus by default.
 	PeerStatus PeerStatus
+	// PeerFailsafe asks a peer to confirm us as leader (failsafe mode);
+	// HTTPPeerFailsafe by default.
+	PeerFailsafe PeerFailsafe
 	// KillMySQL kills the local mysqld, found by its pid file, and returns
 	// once it is gone; nil when this agent cannot see its process.
 	KillMySQL func(ctx context.Context, pidFile string) (pid int, err error)
@@ -94,6 +97,11 @@ type Agent struct {
 	killMySQL      func(ctx context.Context, pidFile string) (int, error)
 	pidFile        string
 	cannotKill     bool
+	// lastCluster is the last DCS snapshot read; failsafeActive: our
+	// deadline was last moved by failsafe confirmations.
+	lastCluster    *dcs.Cluster
+	failsafeActive bool
+	peerFailsafe   PeerFailsafe
 
 	// deadline is shared with the watchdog: zero means "we may not write".
 	deadlineMu sync.Mutex
@@ -103,6 +111,8 @@ type Agent struct {
 	// Shared with the HTTP API.
 	statusMu sync.Mutex
 	status   MemberStatus
+	failsafe failsafeView
+	promise  failsafePromise
 	cluster  *dcs.Cluster
 	lastLoop time.Time
 }
@@ -123,7 +133,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	}
 	a := &Agent{
 		self: cfg, store: d.Store, dial: d.Dial, labeler: d.Labeler, clock: d.Clock, log: d.Logger,
-		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr, killMySQL: d.KillMySQL,
+		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr, killMySQL: d.KillMySQL, peerFailsafe: d.PeerFailsafe,
 		peers: map[string]Database{}, clusterConfig: cfg.Bootstrap, instance: d.Store.Instance(),
 		rearm: make(chan struct{}, 1),
 	}
@@ -138,6 +148,9 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	}
 	if a.peerStatus == nil {
 		a.peerStatus = HTTPPeerStatus(&http.Client{})
+	}
+	if a.peerFailsafe == nil {
+		a.peerFailsafe = HTTPPeerFailsafe(&http.Client{})
 	}
 	a.metrics.setRole(dcs.RoleUnknown)
 	return a, nil
@@ -265,7 +278,7 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 		a.publishStatus(o.obs, o.localErr, nil, failover.Action{Kind: failover.Idle, Reason: "DCS unreachable"})
 		return false
 	}
-	o.cl = cl
+	o.cl, a.lastCluster = cl, cl
 	a.adoptClusterConfig(cl)
 	for _, p := range cl.Problems {
 		a.log.Warn("unreadable DCS record", zap.Error(p))

@@ -20,6 +20,8 @@ import (
 //	GET /replica   200 only on a streaming replica
 //	GET /status    this member as JSON (MemberStatus)
 //	GET /cluster   the last DCS snapshot as JSON
+//	POST /failsafe a leader asks this member to confirm it while the DCS is
+//	               unreachable (failsafe mode): 200, or 409 and why not
 //	GET /metrics   Prometheus metrics from gatherer
 func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
@@ -59,6 +61,7 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, clusterView(cl))
 	})
+	mux.HandleFunc("POST /failsafe", a.serveFailsafe)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return mux
 }

@@ -24,6 +24,11 @@ func (a *Agent) renewIfDue(ctx context.Context) bool {
 // renew extends our lock. On success the deadline moves to start + ttl -
 // safety_margin, measured from the start of the request.
 func (a *Agent) renew(ctx context.Context) bool {
+	if a.failsafeActive {
+		// The DCS did not answer last time: ask the members first, so that
+		// a renewal that times out again does not eat up the deadline.
+		a.failsafeRenew(ctx, a.clock.Now())
+	}
 	start := a.clock.Now()
 	cctx, cancel := a.callCtx(ctx)
 	err := a.store.RenewLeader(cctx, a.clusterConfig.TTL)
@@ -37,8 +42,12 @@ func (a *Agent) renew(ctx context.Context) bool {
 			return false
 		}
 		a.log.Warn("renewing the leader lock failed", zap.Error(err))
-		return false
+		if a.failsafeActive {
+			return true // confirmed just above
+		}
+		return a.failsafeRenew(ctx, start)
 	}
+	a.dcsReached()
 	a.metrics.RenewLatency.Observe(a.clock.Since(start).Seconds())
 	a.lastRenewStart = start
 	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))

@@ -118,7 +118,7 @@ func (h *loopHarness) newAgent(name, dbName, apiName string, wrap func(Store) St
 		ReplicationUser: "repl", Bootstrap: h.config,
 	}, Deps{Store: store, LocalAddr: db.addr, Dial: h.mysql.dial, Labeler: h.labels, Clock: h.clock,
 		Metrics: NewMetrics(prometheus.NewRegistry(), "test", name), Logger: zaptest.NewLogger(h.t).Named(apiName),
-		PeerStatus: h.peerStatus, KillMySQL: h.killer()})
+		PeerStatus: h.peerStatus, KillMySQL: h.killer(), PeerFailsafe: h.peerFailsafe(apiName)})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -134,6 +134,19 @@ func (h *loopHarness) killer() func(context.Context, string) (int, error) {
 		return nil
 	}
 	return h.mysql.kill
+}
+
+// peerFailsafe delivers from's POST /failsafe straight to the agent,
+// unless either side's API is unreachable.
+func (h *loopHarness) peerFailsafe(from string) PeerFailsafe {
+	return func(_ context.Context, apiURL string, req FailsafeRequest) error {
+		name := strings.TrimSuffix(strings.TrimPrefix(apiURL, "http://"), ":8008")
+		a, ok := h.agents[name]
+		if !ok || h.unreachable[name] || h.unreachable[from] {
+			return fmt.Errorf("%s unreachable from %s", apiURL, from)
+		}
+		return a.acceptFailsafe(req)
+	}
 }
 
 // peerStatus serves each agent's /status straight from the agent, unless

@@ -31,6 +31,9 @@ type Metrics struct {
 	SemiSyncReplicas prometheus.Gauge
 	SemiSyncWaiting  prometheus.Gauge
 	SemiSyncStalled  prometheus.Gauge
+	// FailsafeActive is 1 while this leader stays writable by failsafe
+	// confirmations, the DCS being unreachable.
+	FailsafeActive prometheus.Gauge
 }
 
 // NewMetrics registers the agent's metrics on reg.
@@ -70,10 +73,12 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 			"Commits on this primary waiting for a replica's acknowledgement."))),
 		SemiSyncStalled: prometheus.NewGauge(prometheus.GaugeOpts(f("semi_sync_stalled",
 			"1 while semi_sync strict leaves this primary's writes waiting with no replica acknowledging."))),
+		FailsafeActive: prometheus.NewGauge(prometheus.GaugeOpts(f("failsafe_active",
+			"1 while this leader stays writable on every member's confirmation, the DCS being unreachable (failsafe mode)."))),
 	}
 	reg.MustRegister(m.IsLeader, m.Role, m.RenewLatency, m.RenewFailures, m.LoopDuration, m.LagSeconds,
 		m.LagTransactions, m.Failovers, m.Switchovers, m.LastFailoverPhase, m.FencingActions, m.DCSErrors, m.DuplicateIdentity,
-		m.SemiSyncReplicas, m.SemiSyncWaiting, m.SemiSyncStalled)
+		m.SemiSyncReplicas, m.SemiSyncWaiting, m.SemiSyncStalled, m.FailsafeActive)
 	return m
 }
 

@@ -75,7 +75,8 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		PromotionTimeout: a.promotionTimeout(),
 		LocalUp:          localErr == nil, LocalDown: errors.Is(localErr, mysqlctl.ErrDown),
 		LocalHungSince: a.localHungSince, HangTimeout: a.clusterConfig.TTL,
-		CanKillLocal:  a.killMySQL != nil && a.pidFile != "" && !a.cannotKill,
+		CanKillLocal: a.killMySQL != nil && a.pidFile != "" && !a.cannotKill,
+		FailsafeHeld: a.failsafeActive, FailsafeLeader: a.promisedLeader(),
 		LocalWritable: localErr == nil && obs.Status.Writable(),
 	}
 	if r := obs.Replica; localErr == nil && r != nil {
@@ -135,6 +136,14 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 			bound = a.clusterConfig.RetryTimeout
 		}
 		o.peers = a.probePeers(ctx, cl, bound)
+	}
+	for _, st := range live {
+		// A member that joined after the leader lost the DCS is not in its
+		// member set and gets no failsafe request: the others' promises
+		// hold it back too.
+		if st != nil && s.FailsafeLeader == "" && st.FailsafePromise != a.self.Name {
+			s.FailsafeLeader = st.FailsafePromise
+		}
 	}
 	for _, m := range cl.Members {
 		if m.Name == a.self.Name {

@@ -53,6 +53,10 @@ type MemberStatus struct {
 	// Duplicate says which other live agent runs with our member name;
 	// while it is set this agent refuses to act.
 	Duplicate string `json:"duplicate,omitempty"`
+	// FailsafePromise names the leader this member promised, within ttl,
+	// not to race against (failsafe mode); a candidate that sees it in any
+	// peer's status does not race either.
+	FailsafePromise string `json:"failsafe_promise,omitempty"`
 	// SemiSync is this member's side of semi-synchronous replication; nil
 	// when semi_sync is off.
 	SemiSync *SemiSyncState `json:"semi_sync,omitempty"`
@@ -115,7 +119,7 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 		Healthy:   localErr == nil, Writable: localErr == nil && obs.Status.Writable(),
 		GTIDExecuted: obs.Status.GTIDExecuted, Replication: replicationState(obs, localErr).String(),
 		Errant: a.errant, Action: action.Kind.String(), Reason: action.Reason, LastLoop: a.clock.Now().UTC().Format(time.RFC3339Nano),
-		SemiSync: a.semiSyncState(obs, localErr),
+		SemiSync: a.semiSyncState(obs, localErr), FailsafePromise: a.promisedLeader(),
 	}
 	a.metrics.setSemiSync(st.SemiSync)
 	if localErr != nil {
@@ -139,6 +143,7 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 	if cl != nil {
 		a.cluster = cl
 	}
+	a.publishFailsafeView(cl)
 	a.statusMu.Unlock()
 }
 

@@ -59,6 +59,10 @@ type Options struct {
 	// (--mysql-local-addr): peers and replicas then connect through the
 	// proxy, which a scenario can black-hole to cut the member off.
 	MySQLProxies bool
+	// DCSProxies puts a Proxy in front of etcd for each member's agent
+	// (Member.DCSProxy), which a scenario can black-hole to cut that agent
+	// off from the DCS alone.
+	DCSProxies bool
 }
 
 // Cluster is one DCS (an etcd of its own, or a namespace of the shared
@@ -76,10 +80,11 @@ type Cluster struct {
 	logDir  string
 	http    *http.Client
 	// bin and agentArgs are every agent's binary and extra flags; proxies
-	// is Options.MySQLProxies.
-	bin       string
-	agentArgs []string
-	proxies   bool
+	// is Options.MySQLProxies, dcsProxies Options.DCSProxies.
+	bin        string
+	agentArgs  []string
+	proxies    bool
+	dcsProxies bool
 }
 
 // Member is one MariaDB server and the agent that manages it.
@@ -96,6 +101,8 @@ type Member struct {
 	// mysqlAddr is the address the agent advertises to peers and replicas.
 	Proxy     *Proxy
 	mysqlAddr string
+	// DCSProxy stands between the agent and etcd with Options.DCSProxies.
+	DCSProxy *Proxy
 
 	root *sql.DB // root over the socket: checks only, never writes
 	app  *sql.DB // the application user over TCP: the writes under test
@@ -121,7 +128,7 @@ func NewCluster(tb testing.TB, o Options) *Cluster {
 		o.Timing = DefaultTiming
 	}
 	c := &Cluster{tb: tb, Name: clusterName(tb.Name()), Timing: o.Timing, http: &http.Client{Timeout: 500 * time.Millisecond},
-		bin: bin, agentArgs: o.AgentArgs, proxies: o.MySQLProxies}
+		bin: bin, agentArgs: o.AgentArgs, proxies: o.MySQLProxies, dcsProxies: o.DCSProxies}
 	c.logDir = tb.TempDir()
 	if *flagLogDir != "" {
 		c.logDir = filepath.Join(*flagLogDir, c.Name)
@@ -181,8 +188,13 @@ func (c *Cluster) newMember(index int, s *mysqltest.Server, agentName, logName s
 		m.Proxy = StartProxy(tb, s.Addr())
 		m.mysqlAddr = m.Proxy.Addr()
 	}
+	dcsArgs := c.dcsArgs()
+	if c.dcsProxies && c.Etcd != nil {
+		m.DCSProxy = StartProxy(tb, strings.TrimPrefix(c.Etcd.Endpoints()[0], "http://"))
+		dcsArgs = []string{"--dcs=etcd", "--etcd-endpoints=http://" + m.DCSProxy.Addr()}
+	}
 	t := c.Timing
-	m.args = append(append([]string{c.bin}, c.dcsArgs()...),
+	m.args = append(append([]string{c.bin}, dcsArgs...),
 		"--cluster="+c.Name, "--name="+agentName,
 		"--mysql-local-addr="+s.Addr(), "--advertise-mysql-addr="+m.mysqlAddr,
 		"--mysql-password-file="+s.PasswordFile(tb, mysqltest.AgentPassword),

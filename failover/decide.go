@@ -130,6 +130,14 @@ type Snapshot struct {
 	Leader         string
 	LeaderInstance string
 	LeaderExpired  bool
+	// FailsafeHeld: the DCS is unreachable, and every member confirmed over
+	// HTTP, within ttl, that it sees us as the leader and will not race
+	// (failsafe mode): our lock stays ours although our view of it has
+	// expired. FailsafeLeader names a leader that asked us for such a
+	// confirmation within ttl, or one that a live peer promised: we do not
+	// race while it lasts.
+	FailsafeHeld   bool
+	FailsafeLeader string
 	// FormerLeader is the leader we took the lock over from (failover), ""
 	// otherwise. Its data may be ahead of ours, but it is not a candidate.
 	FormerLeader string
@@ -185,7 +193,7 @@ type Snapshot struct {
 }
 
 func (s Snapshot) holdsLock() bool {
-	return s.Leader == s.Self && s.LeaderInstance == s.SelfInstance && !s.LeaderExpired
+	return s.Leader == s.Self && s.LeaderInstance == s.SelfInstance && (!s.LeaderExpired || s.FailsafeHeld)
 }
 
 func (s Snapshot) leaderless() bool { return s.Leader == "" || s.LeaderExpired }
@@ -246,6 +254,10 @@ func Decide(s Snapshot) Action {
 			"): a previous run of this agent, or another agent with our name; waiting for it to expire"}
 	}
 	if s.leaderless() {
+		if s.FailsafeLeader != "" && s.FailsafeLeader != s.Self {
+			return Action{Kind: Follow, Target: s.FailsafeLeader, Reason: "failsafe: " + s.FailsafeLeader +
+				" leads while the DCS is unreachable, and we promised not to race"}
+		}
 		return decideLeaderless(s)
 	}
 	return Action{Kind: Follow, Target: s.Leader, Reason: "following the lock holder"}

@@ -45,10 +45,12 @@ func (b *snap) hungFor(d, bound time.Duration) *snap {
 	b.s.LocalUp, b.s.LocalHungSince, b.s.HangTimeout = false, t0.Add(-d), bound
 	return b
 }
-func (b *snap) canKill() *snap       { b.s.CanKillLocal = true; return b }
-func (b *snap) paused() *snap        { b.s.Paused = true; return b }
-func (b *snap) uninitialized() *snap { b.s.Initialized = false; return b }
-func (b *snap) stopping() *snap      { b.s.ShuttingDown = true; return b }
+func (b *snap) canKill() *snap                   { b.s.CanKillLocal = true; return b }
+func (b *snap) failsafeHeld() *snap              { b.s.FailsafeHeld = true; return b }
+func (b *snap) failsafeLeader(name string) *snap { b.s.FailsafeLeader = name; return b }
+func (b *snap) paused() *snap                    { b.s.Paused = true; return b }
+func (b *snap) uninitialized() *snap             { b.s.Initialized = false; return b }
+func (b *snap) stopping() *snap                  { b.s.ShuttingDown = true; return b }
 func (b *snap) leaderlessFor(d time.Duration) *snap {
 	b.s.LeaderlessSince = t0.Add(-d)
 	return b
@@ -392,6 +394,39 @@ func TestDecideHungMySQL(t *testing.T) {
 			Action{Kind: Idle}},
 		{"a replica whose mysqld hangs does nothing", cluster().hungFor(time.Minute, 5*time.Second).canKill(),
 			Action{Kind: Idle}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Decide(c.snap.s)
+			reason := got.Reason
+			got.Reason = ""
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Decide = %+v (%s), want %+v", got, reason, c.want)
+			}
+		})
+	}
+}
+
+// TestDecideFailsafe: while the DCS is unreachable, a leader whose every
+// member confirmed it over HTTP keeps leading although its view of the lock
+// has gone stale, and a member that confirmed does not race.
+func TestDecideFailsafe(t *testing.T) {
+	leader := func() *snap { return cluster().me("db1").deadlineIn(3 * time.Second).primary().expired() }
+	cases := []struct {
+		name string
+		snap *snap
+		want Action
+	}{
+		{"stale view of our own lock, confirmed by every member: lead on",
+			leader().failsafeHeld(), Action{Kind: Lead}},
+		{"without the confirmation: fence",
+			leader(), Action{Kind: FenceSelf}},
+		{"a confirmation does not keep a lock another holds",
+			leader().leader("db2").failsafeHeld(), Action{Kind: FenceSelf}},
+		{"a member that confirmed db1 does not race for its expired lock",
+			cluster().expired().gtid("db2", "0-1-101").failsafeLeader("db1"), Action{Kind: Follow, Target: "db1"}},
+		{"without a confirmation it races",
+			cluster().expired().gtid("db2", "0-1-101"), Action{Kind: Acquire}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

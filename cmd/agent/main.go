@@ -88,6 +88,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&b.SafetyMargin, "safety-margin", b.SafetyMargin, "bootstrap: how long before the lock could expire the leader fences")
 	fs.DurationVar(&b.MaximumLagOnFailover, "maximum-lag-on-failover", b.MaximumLagOnFailover, "bootstrap: replicas lagging more never take over")
 	fs.StringVar(&o.semiSync, "semi-sync", "off", "bootstrap: semi-sync mode off, on or strict")
+	fs.BoolVar(&b.Failsafe, "failsafe", false, "bootstrap: keep the primary writable while the DCS is unreachable, as long as every member confirms it over HTTP")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.labelPods, "label-pods", true, "with --dcs=kubernetes: label pods by role and record Events")
 	fs.BoolVar(&o.killHung, "kill-hung-mysqld", true, "kill the local mysqld when it hangs for ttl while this member leads, so that another can take over "+

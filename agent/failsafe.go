@@ -1,0 +1,200 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+// Failsafe mode (cluster config failsafe_mode) keeps a healthy primary
+// writable while the DCS is unreachable, but only while every member of
+// its last known member set confirms, over HTTP, that it sees this leader
+// and will not race for the lock. A member that confirms promises not to
+// race for ttl from the moment it answered; the leader extends its deadline
+// to the start of the round plus ttl minus safety_margin, so it fences
+// before any promise it relies on can lapse. Every member, not a majority:
+// a member that cannot be asked might reach the DCS and take the lock.
+
+// FailsafeRequest is what a leader posts to every member (POST /failsafe).
+type FailsafeRequest struct {
+	Leader   string `json:"leader"`
+	Instance string `json:"instance"`
+}
+
+// PeerFailsafe asks the agent at apiURL to confirm req; nil means it did.
+type PeerFailsafe func(ctx context.Context, apiURL string, req FailsafeRequest) error
+
+// HTTPPeerFailsafe returns a PeerFailsafe that POSTs to <apiURL>/failsafe.
+func HTTPPeerFailsafe(client *http.Client) PeerFailsafe {
+	return func(ctx context.Context, apiURL string, fr FailsafeRequest) error {
+		body, err := json.Marshal(fr)
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(apiURL, "/")+"/failsafe", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			return fmt.Errorf("POST %s/failsafe: %s: %s", apiURL, resp.Status, strings.TrimSpace(string(msg)))
+		}
+		return nil
+	}
+}
+
+// failsafeView is what the API goroutine needs to judge a request: the
+// loop publishes it with each status (under statusMu).
+type failsafeView struct {
+	enabled bool
+	ttl     time.Duration
+	// holding: we hold the lock ourselves. leader/instance: the lock holder
+	// of our last snapshot, when its lock was valid.
+	holding          bool
+	leader, instance string
+}
+
+// failsafePromise is the leader we promised not to race against, until.
+type failsafePromise struct {
+	leader, instance string
+	until            time.Time
+}
+
+// errFailsafeRefused is a request this member will not confirm.
+var errFailsafeRefused = errors.New("failsafe confirmation refused")
+
+// acceptFailsafe answers a leader's POST /failsafe: it confirms, and
+// promises not to race for ttl, unless failsafe mode is off, we hold the
+// lock, or our last view of the lock names someone else.
+func (a *Agent) acceptFailsafe(req FailsafeRequest) error {
+	if req.Leader == "" || req.Instance == "" {
+		return fmt.Errorf("%w: leader and instance are required", errFailsafeRefused)
+	}
+	a.statusMu.Lock()
+	defer a.statusMu.Unlock()
+	v := a.failsafe
+	switch {
+	case !v.enabled:
+		return fmt.Errorf("%w: failsafe mode is off in the cluster config", errFailsafeRefused)
+	case req.Leader == a.self.Name:
+		return fmt.Errorf("%w: %s is this member", errFailsafeRefused, req.Leader)
+	case v.holding:
+		return fmt.Errorf("%w: %s holds the lock itself", errFailsafeRefused, a.self.Name)
+	case v.leader != "" && (v.leader != req.Leader || v.instance != req.Instance):
+		return fmt.Errorf("%w: the lock names %s (instance %s)", errFailsafeRefused, v.leader, v.instance)
+	}
+	a.promise = failsafePromise{leader: req.Leader, instance: req.Instance, until: a.clock.Now().Add(v.ttl)}
+	return nil
+}
+
+// promisedLeader is the leader we promised not to race against, "" when
+// no promise holds now.
+func (a *Agent) promisedLeader() string {
+	a.statusMu.Lock()
+	defer a.statusMu.Unlock()
+	if a.clock.Now().Before(a.promise.until) {
+		return a.promise.leader
+	}
+	return ""
+}
+
+// publishFailsafeView records what acceptFailsafe judges by; the caller
+// holds statusMu.
+func (a *Agent) publishFailsafeView(cl *dcs.Cluster) {
+	v := failsafeView{enabled: a.clusterConfig.Failsafe, ttl: a.clusterConfig.TTL, holding: a.hasDeadline()}
+	if cl != nil && cl.Leader != nil && !cl.Leader.Expired {
+		v.leader, v.instance = cl.Leader.Holder, cl.Leader.Instance
+	}
+	a.failsafe = v
+}
+
+// failsafeRenew stands in for a lock renewal that failed (the DCS refused
+// the connection, or did not answer within retry_timeout): with failsafe
+// mode on, it asks every other member of the last snapshot to confirm us,
+// in parallel within retry_timeout/2. Only when all do does the deadline
+// move, to start + ttl - safety_margin; otherwise failsafe ends, and the
+// deadline stands.
+func (a *Agent) failsafeRenew(ctx context.Context, start time.Time) bool {
+	cl := a.lastCluster
+	if !a.clusterConfig.Failsafe || !a.hasDeadline() || cl == nil {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout/2)
+	defer cancel()
+	req := FailsafeRequest{Leader: a.self.Name, Instance: a.instance}
+	var (
+		mu      sync.Mutex
+		refused []string
+		wg      sync.WaitGroup
+	)
+	for _, m := range cl.Members {
+		if m.Name == a.self.Name {
+			continue
+		}
+		wg.Go(func() {
+			err := fmt.Errorf("no API URL in its member record")
+			if m.APIURL != "" {
+				err = a.peerFailsafe(cctx, m.APIURL, req)
+			}
+			if err != nil {
+				mu.Lock()
+				refused = append(refused, m.Name+": "+err.Error())
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(refused) > 0 {
+		a.log.Error("failsafe: not every member confirmed this leader; fencing at the deadline", zap.Strings("refused", refused))
+		a.failsafeActive = false
+		a.metrics.FailsafeActive.Set(0)
+		return false
+	}
+	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))
+	if !a.failsafeActive {
+		a.log.Warn("failsafe: the DCS is unreachable, and every member confirmed this leader: staying writable")
+		a.labeler.Event(ctx, a.self.Name, eventWarning, "Failsafe", "the DCS is unreachable; every member confirmed this leader")
+	}
+	a.failsafeActive = true
+	a.metrics.FailsafeActive.Set(1)
+	return true
+}
+
+// dcsReached ends failsafe mode, if it was on, after a DCS call succeeded.
+func (a *Agent) dcsReached() {
+	if a.failsafeActive {
+		a.log.Info("failsafe: the DCS is reachable again")
+		a.failsafeActive = false
+		a.metrics.FailsafeActive.Set(0)
+	}
+}
+
+func (a *Agent) serveFailsafe(w http.ResponseWriter, r *http.Request) {
+	var req FailsafeRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
+		http.Error(w, "bad failsafe request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := a.acceptFailsafe(req); err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"confirmed": req.Leader})
+}

@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+func failsafeConfig() dcs.Config {
+	c := dcs.DefaultConfig()
+	c.Failsafe = true
+	return c
+}
+
+// The DCS stops answering everyone: every member confirms the leader, which
+// stays writable for as long as the outage lasts, and nobody else promotes.
+func TestLoopFailsafeDCSDown(t *testing.T) {
+	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	for _, n := range h.names {
+		h.srv.Partition(n)
+	}
+	h.advance(6*h.config.TTL, h.names...)
+	if w := h.mysql.writable(); len(w) != 1 || w[0] != "db1" {
+		t.Fatalf("writable %v during the DCS outage, want [db1]", w)
+	}
+	if !h.agents["db1"].failsafeActive {
+		t.Fatal("db1 is not in failsafe mode")
+	}
+	for _, n := range h.names {
+		h.srv.Heal(n)
+	}
+	h.advance(3*time.Second, h.names...)
+	h.expectPrimary("db1")
+	if h.agents["db1"].failsafeActive {
+		t.Fatal("db1 still in failsafe mode after the DCS came back")
+	}
+}
+
+// Without failsafe mode, the same outage demotes the leader at its
+// deadline: the rule the mode relaxes.
+func TestLoopWithoutFailsafeDCSDownFences(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	for _, n := range h.names {
+		h.srv.Partition(n)
+	}
+	h.advance(2*h.config.TTL, h.names...)
+	if w := h.mysql.writable(); len(w) != 0 {
+		t.Fatalf("writable %v while the DCS is down and failsafe is off", w)
+	}
+}
+
+// The primary is cut off from the DCS but not from its peers: its lock
+// expires in the DCS, but the others promised not to race, so it stays
+// the one primary.
+func TestLoopFailsafePrimaryCutFromDCSOnly(t *testing.T) {
+	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.srv.Partition("db1")
+	h.advance(6*h.config.TTL, h.names...)
+	if w := h.mysql.writable(); len(w) != 1 || w[0] != "db1" {
+		t.Fatalf("writable %v, want [db1]", w)
+	}
+	h.srv.Heal("db1")
+	h.advance(3*time.Second, h.names...)
+	h.expectPrimary(h.holder())
+}
+
+// The primary is cut off from everything: nobody confirms it, so it fences
+// at its deadline, and a replica takes over once its promise has lapsed.
+func TestLoopFailsafePrimaryCutFromEverything(t *testing.T) {
+	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.srv.Partition("db1")
+	h.unreachable["db1"] = true
+	h.advance(h.config.TTL, h.names...)
+	if w := h.mysql.writable(); len(w) != 0 && w[0] == "db1" {
+		t.Fatalf("db1 still writable %s after it was cut off", h.config.TTL)
+	}
+	h.advance(3*h.config.TTL, h.names...)
+	if w := h.mysql.writable(); len(w) != 1 || w[0] == "db1" {
+		t.Fatalf("writable %v: want one replica promoted", w)
+	}
+}
+
+// A member refuses to confirm a leader its own view contradicts, and
+// while failsafe mode is off.
+func TestFailsafeRefusals(t *testing.T) {
+	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.round()
+	db1 := h.agents["db1"].instance
+	for _, c := range []struct {
+		to  string
+		req FailsafeRequest
+	}{
+		{"db2", FailsafeRequest{Leader: "db3", Instance: "x"}},   // the lock names db1
+		{"db2", FailsafeRequest{Leader: "db1", Instance: "old"}}, // another instance of db1
+		{"db1", FailsafeRequest{Leader: "db2", Instance: "x"}},   // db1 holds the lock itself
+		{"db2", FailsafeRequest{}},                               // malformed
+	} {
+		if err := h.agents[c.to].acceptFailsafe(c.req); err == nil {
+			t.Errorf("%s confirmed %+v", c.to, c.req)
+		}
+	}
+	if err := h.agents["db2"].acceptFailsafe(FailsafeRequest{Leader: "db1", Instance: db1}); err != nil {
+		t.Errorf("db2 refused its leader: %v", err)
+	}
+	off := newLoopHarness(t, "db1", "db2")
+	off.round()
+	off.round()
+	if err := off.agents["db2"].acceptFailsafe(FailsafeRequest{Leader: "db1", Instance: off.agents["db1"].instance}); err == nil {
+		t.Error("a member confirmed with failsafe mode off")
+	}
+}
+
+// A member that joins after the leader lost the DCS is not in the leader's
+// member set and is never asked; it sees the lock expired, but its peers'
+// promises hold it back.
+func TestLoopFailsafeLateMemberDoesNotRace(t *testing.T) {
+	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3", "db4")
+	h.killAgent("db4") // not started yet
+	h.bootstrap()
+	h.srv.Partition("db1")
+	h.advance(h.config.TTL, h.names...)
+	delete(h.unreachable, "db4")
+	h.names = append(h.names, "db4")
+	h.mysql.byName("db4").seq = 1000 // the most complete data: it would win a race
+	h.advance(4*h.config.TTL, h.names...)
+	if w := h.mysql.writable(); len(w) != 1 || w[0] != "db1" {
+		t.Fatalf("writable %v, want [db1]", w)
+	}
+}
+
+// POST /failsafe over real HTTP: a confirmation, a refusal, bad input.
+func TestFailsafeHTTP(t *testing.T) {
+	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.round()
+	srv := httptest.NewServer(h.agents["db2"].Handler(prometheus.NewRegistry()))
+	defer srv.Close()
+	post := HTTPPeerFailsafe(srv.Client())
+	if err := post(h.ctx, srv.URL, FailsafeRequest{Leader: "db1", Instance: h.agents["db1"].instance}); err != nil {
+		t.Fatalf("confirmation refused: %v", err)
+	}
+	if h.agents["db2"].promisedLeader() != "db1" {
+		t.Fatal("no promise recorded")
+	}
+	if err := post(h.ctx, srv.URL, FailsafeRequest{Leader: "db3", Instance: "x"}); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("a request for another leader: %v, want 409", err)
+	}
+	for _, body := range []string{"", "{", `{"leader": 5}`, strings.Repeat("x", 10000)} {
+		resp, err := srv.Client().Post(srv.URL+"/failsafe", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("body %.20q: %s, want 400", body, resp.Status)
+		}
+	}
+}
+
+// A flaky DCS (Patroni #3462, #3344): renewals fail four loops in five. The
+// leader's deadline runs out between two successes, so without failsafe
+// mode it is demoted again and again; with it, never.
+func TestLoopFailsafeFlakyDCS(t *testing.T) {
+	for _, failsafe := range []bool{false, true} {
+		cfg := dcs.DefaultConfig()
+		cfg.Failsafe = failsafe
+		h := newLoopHarnessWith(t, cfg, "db1", "db2", "db3")
+		h.bootstrap()
+		demoted := false
+		for i := range 50 {
+			if i%5 == 0 {
+				h.srv.Heal("db1")
+			} else {
+				h.srv.Partition("db1")
+			}
+			h.advance(time.Second, h.names...)
+			if w := h.mysql.writable(); len(w) != 1 || w[0] != "db1" {
+				demoted = true
+			}
+		}
+		if demoted != !failsafe {
+			t.Errorf("failsafe %v: demoted %v", failsafe, demoted)
+		}
+	}
+}
