@@ -70,6 +70,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseSet -fuzztime $(FUZZTIME) ./mysqlctl/gtid/
 	$(GO) test -run '^$$' -fuzz FuzzParseMariaDBPos -fuzztime $(FUZZTIME) ./mysqlctl/gtid/
 	$(GO) test -run '^$$' -fuzz FuzzSetAlgebra -fuzztime $(FUZZTIME) ./mysqlctl/gtid/
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./dcs/internal/record/
+	$(GO) test -run '^$$' -fuzz FuzzLeaderKey -fuzztime $(FUZZTIME) ./dcs/etcd/
+	$(GO) test -run '^$$' -fuzz FuzzLeaderLease -fuzztime $(FUZZTIME) ./dcs/kubernetes/
+	$(GO) test -run '^$$' -fuzz FuzzFailsafeHTTP -fuzztime $(FUZZTIME) ./agent/
+	$(GO) test -run '^$$' -fuzz FuzzPeerStatus -fuzztime $(FUZZTIME) ./agent/
 
 deps: mariadb node-packages kube-bin
 
