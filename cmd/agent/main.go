@@ -50,6 +50,7 @@ type options struct {
 	cfg                       agent.Config
 	namespace, dcsKind        string
 	etcdEndpoints, etcdPrefix string
+	etcd                      connect.EtcdSecurity
 	kubeconfig                string
 	localAddr, user, pwFile   string
 	replPwFile                string
@@ -69,6 +70,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.dcsKind, "dcs", env("MYSQLHA_DCS", "kubernetes"), "DCS backend: kubernetes or etcd (env MYSQLHA_DCS)")
 	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", env("MYSQLHA_ETCD_ENDPOINTS", ""), "comma-separated etcd endpoints (env MYSQLHA_ETCD_ENDPOINTS)")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", dcsetcd.DefaultPrefix, "etcd key prefix")
+	o.etcd.RegisterFlags(fs)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig file; in-cluster config when empty")
 	fs.StringVar(&o.localAddr, "mysql-local-addr", "127.0.0.1:3306", "where the agent reaches its own mysqld (host:port or socket path)")
 	fs.StringVar(&o.cfg.MySQLAddr, "advertise-mysql-addr", env("MYSQLHA_ADVERTISE_MYSQL_ADDR", net.JoinHostPort(podIP, "3306")), "host:port where peers and replicas reach this mysqld")
@@ -207,7 +209,7 @@ func run(args []string) error {
 // openDCS builds the configured DCS store and, on Kubernetes, the pod labeler.
 func openDCS(o *options, log *zap.Logger) (agent.Store, agent.Labeler, func(), error) {
 	conn, err := connect.Open(connect.Settings{
-		Kind: o.dcsKind, Kubeconfig: o.kubeconfig, Namespace: o.namespace, EtcdEndpoints: o.etcdEndpoints,
+		Kind: o.dcsKind, Kubeconfig: o.kubeconfig, Namespace: o.namespace, EtcdEndpoints: o.etcdEndpoints, Etcd: o.etcd,
 		EtcdPrefix: o.etcdPrefix, Cluster: o.cfg.Cluster, Member: o.cfg.Name, Timeout: o.cfg.Bootstrap.RetryTimeout,
 	}, log)
 	if err != nil {

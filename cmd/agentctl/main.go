@@ -79,6 +79,7 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	global.StringVar(&s.Kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig file; in-cluster config when empty")
 	global.StringVar(&s.EtcdEndpoints, "etcd-endpoints", env("MYSQLHA_ETCD_ENDPOINTS", ""), "comma-separated etcd endpoints (env MYSQLHA_ETCD_ENDPOINTS)")
 	global.StringVar(&s.EtcdPrefix, "etcd-prefix", dcsetcd.DefaultPrefix, "etcd key prefix")
+	s.Etcd.RegisterFlags(global)
 	timeout := global.Duration("timeout", 5*time.Second, "bound of each DCS read")
 	global.Usage = func() { fmt.Fprint(errOut, usage); global.PrintDefaults() }
 	if err := global.Parse(args); err != nil {

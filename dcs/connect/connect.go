@@ -37,6 +37,8 @@ type Settings struct {
 	// the member record (dcs.ValidateInstance); the store draws a random
 	// one when empty. Read it back from Conn.Store.Instance().
 	Instance string
+	// Etcd is etcd's TLS and authentication.
+	Etcd EtcdSecurity
 	// Timeout bounds connecting (etcd dial).
 	Timeout time.Duration
 }
@@ -64,8 +66,24 @@ func Open(s Settings, log *zap.Logger) (*Conn, error) {
 		if s.EtcdEndpoints == "" {
 			return nil, errors.New("--dcs=etcd needs --etcd-endpoints (env MYSQLHA_ETCD_ENDPOINTS)")
 		}
+		tlsCfg, err := s.Etcd.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		user, password, err := s.Etcd.credentials()
+		if err != nil {
+			return nil, err
+		}
+		endpoints := strings.Split(s.EtcdEndpoints, ",")
+		if tlsCfg != nil {
+			for _, e := range endpoints {
+				if strings.HasPrefix(e, "http://") {
+					return nil, fmt.Errorf("--etcd-endpoints %s: plain http with TLS flags set; use https://", e)
+				}
+			}
+		}
 		cli, err := clientv3.New(clientv3.Config{
-			Endpoints: strings.Split(s.EtcdEndpoints, ","), DialTimeout: s.Timeout,
+			Endpoints: endpoints, DialTimeout: s.Timeout, TLS: tlsCfg, Username: user, Password: password,
 			Logger: log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel)),
 		})
 		if err != nil {

@@ -41,6 +41,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -67,6 +68,7 @@ type Option func(*options)
 type options struct {
 	clientPort  int
 	clientHosts []string
+	tls         *transport.TLSInfo
 }
 
 // WithClientPort makes the server serve loopback clients on
@@ -82,6 +84,14 @@ func WithClientPort(port int) Option {
 // gets its own free port; Endpoints lists them all.
 func WithClientHost(host string) Option {
 	return func(o *options) { o.clientHosts = append(o.clientHosts, host) }
+}
+
+// WithClientTLS serves clients over TLS (https endpoints) with the server
+// certificate and key, and requires a client certificate signed by ca.
+func WithClientTLS(cert, key, ca string) Option {
+	return func(o *options) {
+		o.tls = &transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: ca, ClientCertAuth: true}
+	}
 }
 
 // Server is a running embedded etcd member.
@@ -156,7 +166,7 @@ func Launch(dir string, opts ...Option) (*Server, error) {
 			return nil, fmt.Errorf("etcdtest: %w", err)
 		}
 		gs := &grpcServers{}
-		e, err := start(dataDir, logFile, hosts, o.clientPort, gs)
+		e, err := start(dataDir, logFile, hosts, o, gs)
 		if err == nil {
 			s := &Server{etcd: e, grpc: gs, logFile: logFile}
 			for _, u := range e.Config().AdvertiseClientUrls {
@@ -174,21 +184,26 @@ func Launch(dir string, opts ...Option) (*Server, error) {
 
 // start starts the member serving clients on hosts, hosts[0] on clientPort
 // when it is not 0 and everything else on free ports.
-func start(dir, logFile string, hosts []string, clientPort int, gs *grpcServers) (*embed.Etcd, error) {
+func start(dir, logFile string, hosts []string, o options, gs *grpcServers) (*embed.Etcd, error) {
+	scheme := "http"
+	if o.tls != nil {
+		scheme = "https"
+	}
 	peer, err := freeURL("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
 	var clients []url.URL
 	for i, h := range hosts {
-		if i == 0 && clientPort != 0 {
-			clients = append(clients, url.URL{Scheme: "http", Host: net.JoinHostPort(h, strconv.Itoa(clientPort))})
+		if i == 0 && o.clientPort != 0 {
+			clients = append(clients, url.URL{Scheme: scheme, Host: net.JoinHostPort(h, strconv.Itoa(o.clientPort))})
 			continue
 		}
 		u, err := freeURL(h)
 		if err != nil {
 			return nil, err
 		}
+		u.Scheme = scheme
 		clients = append(clients, u)
 	}
 
@@ -210,6 +225,9 @@ func start(dir, logFile string, hosts []string, clientPort int, gs *grpcServers)
 	cfg.ElectionMs = electionMs
 	cfg.UnsafeNoFsync = true
 	cfg.ServiceRegister = gs.add
+	if o.tls != nil {
+		cfg.ClientTLSInfo = *o.tls
+	}
 	// No metrics listener, no v2 store, no pprof: nothing the tests need.
 
 	e, err := embed.StartEtcd(cfg)
