@@ -24,6 +24,9 @@ type Config struct {
 	APIURL string
 	// ListenAddr is the HTTP API's listen address, e.g. ":8008".
 	ListenAddr string
+	// PeerCertRequired: requests that change what this member does (POST
+	// /failsafe) need a client certificate the API verified (--api-tls-ca).
+	PeerCertRequired bool
 
 	// ReplicationUser and ReplicationPassword are what replicas use to pull.
 	ReplicationUser     string

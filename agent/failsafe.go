@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/internal/apitls"
 )
 
 // Failsafe mode (cluster config failsafe_mode) keeps a healthy primary
@@ -187,6 +188,12 @@ func (a *Agent) dcsReached() {
 }
 
 func (a *Agent) serveFailsafe(w http.ResponseWriter, r *http.Request) {
+	if a.self.PeerCertRequired && !apitls.PeerVerified(r.TLS) {
+		// A confirmation holds this member back from failing over: only a
+		// peer that proves it is one may ask for it.
+		http.Error(w, "POST /failsafe needs a client certificate signed by --api-tls-ca", http.StatusForbidden)
+		return
+	}
 	var req FailsafeRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
 		http.Error(w, "bad failsafe request: "+err.Error(), http.StatusBadRequest)

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/connect"
 	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
+	"github.com/mysqlha/mysqlha/internal/apitls"
 	"github.com/mysqlha/mysqlha/internal/mysqldproc"
 	"github.com/mysqlha/mysqlha/mysqlctl"
 )
@@ -51,6 +53,7 @@ type options struct {
 	namespace, dcsKind        string
 	etcdEndpoints, etcdPrefix string
 	etcd                      connect.EtcdSecurity
+	apiTLS                    apitls.Files
 	kubeconfig                string
 	localAddr, user, pwFile   string
 	replPwFile                string
@@ -80,6 +83,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.replPwFile, "replication-password-file", "", "file holding the replication user's password")
 	fs.DurationVar(&o.dialTimeout, "mysql-dial-timeout", time.Second, "connect timeout for mysqld, local and peers")
 	fs.StringVar(&o.cfg.ListenAddr, "listen", ":8008", "HTTP API listen address")
+	fs.StringVar(&o.apiTLS.Cert, "api-tls-cert", "", "serve the HTTP API over TLS with this certificate (with --api-tls-key); it also authenticates this member to its peers")
+	fs.StringVar(&o.apiTLS.Key, "api-tls-key", "", "key of --api-tls-cert")
+	fs.StringVar(&o.apiTLS.CA, "api-tls-ca", "", "CA that verifies peers' API certificates, and the client certificate POST /failsafe requires")
 	fs.StringVar(&o.cfg.APIURL, "advertise-api-url", env("MYSQLHA_ADVERTISE_API_URL", "http://"+net.JoinHostPort(podIP, "8008")), "URL where peers reach this agent's API")
 	fs.BoolVar(&o.cfg.NoFailover, "nofailover", false, "never become leader")
 	fs.IntVar(&o.cfg.FailoverPriority, "failover-priority", 0, "ranks equally up-to-date candidates; higher wins")
@@ -124,6 +130,14 @@ Flags:
 	}
 	b.SemiSync = mode
 	o.cfg.Bootstrap = b
+	if o.apiTLS.Enabled() && strings.HasPrefix(o.cfg.APIURL, "http://") {
+		explicit := false
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "advertise-api-url" })
+		if explicit || os.Getenv("MYSQLHA_ADVERTISE_API_URL") != "" {
+			return nil, fmt.Errorf("--advertise-api-url %s: the API serves TLS (--api-tls-cert): use https://", o.cfg.APIURL)
+		}
+		o.cfg.APIURL = "https://" + strings.TrimPrefix(o.cfg.APIURL, "http://")
+	}
 	if o.replPwFile != "" {
 		pw, err := os.ReadFile(o.replPwFile)
 		if err != nil {
@@ -183,9 +197,19 @@ func run(args []string) error {
 			ReplicationUsers: []string{o.cfg.ReplicationUser},
 		})
 	}
+	serverTLS, err := o.apiTLS.Server()
+	if err != nil {
+		return err
+	}
+	clientTLS, err := o.apiTLS.Client()
+	if err != nil {
+		return err
+	}
+	peers := &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS}}
+	o.cfg.PeerCertRequired = o.apiTLS.CA != ""
 	deps := agent.Deps{
 		Store: store, LocalAddr: o.localAddr, Dial: dial, Labeler: labeler, Logger: log.Named("agent"),
-		Metrics: metrics, PeerStatus: agent.HTTPPeerStatus(&http.Client{}),
+		Metrics: metrics, PeerStatus: agent.HTTPPeerStatus(peers), PeerFailsafe: agent.HTTPPeerFailsafe(peers),
 	}
 	if o.killHung {
 		deps.KillMySQL = mysqldproc.Kill
@@ -198,6 +222,9 @@ func run(args []string) error {
 	ln, err := net.Listen("tcp", o.cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.cfg.ListenAddr, err)
+	}
+	if serverTLS != nil {
+		ln = tls.NewListener(ln, serverTLS)
 	}
 	srv := &http.Server{Handler: a.Handler(reg), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)

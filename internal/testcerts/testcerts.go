@@ -25,7 +25,9 @@ type Files struct {
 }
 
 // Write creates, in dir, a CA, a server certificate valid for hosts (IP
-// addresses or DNS names) and a client certificate, all valid for a day.
+// addresses or DNS names; it may also authenticate as a client, as a
+// member's does towards its peers) and a client certificate, all valid for
+// a day.
 func Write(dir string, hosts ...string) (Files, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -58,6 +60,10 @@ func Write(dir string, hosts ...string) (Files, error) {
 			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
 			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		}
+		if usage == x509.ExtKeyUsageServerAuth {
+			// A member's certificate serves its API and calls its peers'.
+			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 		}
 		if usage == x509.ExtKeyUsageServerAuth {
 			for _, h := range hosts {

@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mysqlha/mysqlha/internal/apitls"
+	"github.com/mysqlha/mysqlha/internal/testcerts"
+)
+
+// TestAPIOverTLS: with --api-tls-cert/--api-tls-key/--api-tls-ca, the API
+// serves TLS; probes and scrapers read without a client certificate, but
+// POST /failsafe, which holds a member back from failing over, needs a
+// peer's verified one.
+func TestAPIOverTLS(t *testing.T) {
+	certs, err := testcerts.Write(t.TempDir(), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := apitls.Files{Cert: certs.ServerCert, Key: certs.ServerKey, CA: certs.CA}
+	serverCfg, err := files.Server()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerCfg, err := files.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := fuzzAgent(t)
+	a.self.PeerCertRequired = true
+	srv := httptest.NewUnstartedServer(a.Handler(prometheus.NewRegistry()))
+	srv.TLS = serverCfg
+	srv.StartTLS()
+	defer srv.Close()
+
+	caPEM, _ := os.ReadFile(certs.CA)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	peer := &http.Client{Transport: &http.Transport{TLSClientConfig: peerCfg}}
+	untrusting := &http.Client{}
+
+	if resp, err := anonymous.Get(srv.URL + "/status"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /status without a client certificate: %v %v", resp, err)
+	}
+	if _, err := untrusting.Get(srv.URL + "/status"); err == nil {
+		t.Error("a client that does not trust the CA got in")
+	}
+	body := []byte(`{"leader":"db2","instance":"0123456789abcdef"}`)
+	resp, err := anonymous.Post(srv.URL+"/failsafe", "application/json", bytes.NewReader(body))
+	if err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("POST /failsafe without a client certificate: %v %v, want 403", resp, err)
+	}
+	if err := HTTPPeerFailsafe(peer)(t.Context(), srv.URL, FailsafeRequest{Leader: "db2", Instance: "0123456789abcdef"}); err != nil {
+		t.Fatalf("POST /failsafe from a peer with its certificate: %v", err)
+	}
+}
+
+func TestAPITLSFilesBadInput(t *testing.T) {
+	certs, err := testcerts.Write(t.TempDir(), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]apitls.Files{
+		"cert without key": {Cert: certs.ServerCert},
+		"key without cert": {Key: certs.ServerKey},
+		"ca alone":         {CA: certs.CA},
+		"missing cert":     {Cert: "/nonexistent.pem", Key: certs.ServerKey},
+		"ca not a cert":    {Cert: certs.ServerCert, Key: certs.ServerKey, CA: certs.ServerKey},
+	} {
+		if _, err := f.Server(); err == nil {
+			t.Errorf("%s: Server() accepted %+v", name, f)
+		}
+	}
+	if cfg, err := (apitls.Files{}).Server(); cfg != nil || err != nil {
+		t.Errorf("no files: %v %v, want plain HTTP", cfg, err)
+	}
+}
