@@ -21,14 +21,7 @@ func TestPrimaryMysqldHangs(t *testing.T) {
 	sb := c.StartSplitBrainChecker()
 	c.WriteAndReplicate(old, "before-hang")
 
-	bound := c.Timing.TTL + 10*time.Second
-	hung := time.Now()
-	old.FreezeMySQL()
-	win := FirstWrite(c.Others(old), "while-hung", 20*time.Millisecond, bound)
-	if win.Member == nil {
-		t.Fatalf("no replica took a write within %v of %s's mysqld hanging\n%s", bound, old.Name, c.describe())
-	}
-	t.Logf("%s took over %v after %s's mysqld hung", win.Member.Name, win.At.Sub(hung).Round(time.Millisecond), old.Name)
+	win := hangUntilTakeover(t, c, old)
 	if _, err := old.ReadOnly(); err == nil {
 		t.Fatalf("%s's hung mysqld answers after the failover: it was not killed", old.Name)
 	}
@@ -48,6 +41,21 @@ func TestPrimaryMysqldHangs(t *testing.T) {
 	}
 	sb.Stop()
 	sb.ExpectAlive()
+}
+
+// hangUntilTakeover freezes old's mysqld and waits, within ttl + 10 s, for
+// another member to take a write.
+func hangUntilTakeover(t *testing.T, c *Cluster, old *Member) WriteWin {
+	t.Helper()
+	bound := c.Timing.TTL + 10*time.Second
+	hung := time.Now()
+	old.FreezeMySQL()
+	win := FirstWrite(c.Others(old), "while-hung", 20*time.Millisecond, bound)
+	if win.Member == nil {
+		t.Fatalf("no replica took a write within %v of %s's mysqld hanging\n%s", bound, old.Name, c.describe())
+	}
+	t.Logf("%s took over %v after %s's mysqld hung", win.Member.Name, win.At.Sub(hung).Round(time.Millisecond), old.Name)
+	return win
 }
 
 // In lossless mode, with the kill switched off, the holder of a hung mysqld
@@ -86,14 +94,7 @@ func TestLosslessPrimaryMysqldHangs(t *testing.T) {
 	}()
 	defer func() { close(stop); <-done }()
 
-	bound := c.Timing.TTL + 10*time.Second
-	hung := time.Now()
-	old.FreezeMySQL()
-	win := FirstWrite(c.Others(old), "while-hung", 20*time.Millisecond, bound)
-	if win.Member == nil {
-		t.Fatalf("no replica took a write within %v of %s's mysqld hanging\n%s", bound, old.Name, c.describe())
-	}
-	t.Logf("%s took over %v after %s's mysqld hung", win.Member.Name, win.At.Sub(hung).Round(time.Millisecond), old.Name)
+	win := hangUntilTakeover(t, c, old)
 	old.ThawMySQL()
 	waitFor(t, 30*time.Second, old.Name+" to be read-only after resuming", func() (bool, string) {
 		ro, err := old.ReadOnly()

@@ -234,14 +234,32 @@ func promoting() *snap {
 	return b.observed(func(*Member) {})
 }
 
+// actionCase is a decision test that checks every field of the action but
+// its reason.
+type actionCase struct {
+	name string
+	snap *snap
+	want Action
+}
+
+func runActionCases(t *testing.T, cases []actionCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Decide(c.snap.s)
+			reason := got.Reason
+			got.Reason = ""
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Decide = %+v (%s), want %+v", got, reason, c.want)
+			}
+		})
+	}
+}
+
 // TestDecideLeaderSafety covers the leader's and the promoting candidate's
 // split-brain rules, with every field of the action.
 func TestDecideLeaderSafety(t *testing.T) {
-	cases := []struct {
-		name string
-		snap *snap
-		want Action
-	}{
+	cases := []actionCase{
 		{"leader fences another writable member every iteration",
 			cluster().me("db1").deadlineIn(3 * time.Second).primary().observed(func(m *Member) { m.Writable = m.Name == "db3" }),
 			Action{Kind: Lead, Fence: []string{"db3"}}},
@@ -297,26 +315,14 @@ func TestDecideLeaderSafety(t *testing.T) {
 			promoting().promotingFor(59*time.Second, time.Minute),
 			Action{Kind: Promote, Unfence: true}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := Decide(c.snap.s)
-			got.Reason = ""
-			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Decide = %+v, want %+v", got, c.want)
-			}
-		})
-	}
+	runActionCases(t, cases)
 }
 
 // TestDecideLossless covers semi_sync strict: an acknowledged transaction is
 // on the dead primary and on at least one acknowledging replica, so only a
 // candidate that has seen every acknowledging replica's data may unfence.
 func TestDecideLossless(t *testing.T) {
-	cases := []struct {
-		name string
-		snap *snap
-		want Action
-	}{
+	cases := []actionCase{
 		{"an asynchronous replica may not take over, however far ahead",
 			cluster().expired().lossless().gtid("db3", "0-1-101").with("db3", async),
 			Action{Kind: Acquire}},
@@ -354,16 +360,7 @@ func TestDecideLossless(t *testing.T) {
 			promoting().lossless().with("db3", func(m *Member) { m.Reachable = false }).switchover("", "db2", 0).force(),
 			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := Decide(c.snap.s)
-			reason := got.Reason
-			got.Reason = ""
-			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Decide = %+v (%s), want %+v", got, reason, c.want)
-			}
-		})
-	}
+	runActionCases(t, cases)
 }
 
 // TestDecideHungMySQL: a holder whose mysqld hangs cannot fence it. It
@@ -373,11 +370,7 @@ func TestDecideLossless(t *testing.T) {
 // the receivers.
 func TestDecideHungMySQL(t *testing.T) {
 	leader := func() *snap { return cluster().me("db1").deadlineIn(3 * time.Second).primary() }
-	cases := []struct {
-		name string
-		snap *snap
-		want Action
-	}{
+	cases := []actionCase{
 		{"hung within the bound: keep the lock", leader().hungFor(4*time.Second, 5*time.Second).canKill(),
 			Action{Kind: Lead, RenewOnly: true}},
 		{"hung past the bound, can kill: kill it", leader().hungFor(5*time.Second, 5*time.Second).canKill(),
@@ -395,16 +388,7 @@ func TestDecideHungMySQL(t *testing.T) {
 		{"a replica whose mysqld hangs does nothing", cluster().hungFor(time.Minute, 5*time.Second).canKill(),
 			Action{Kind: Idle}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := Decide(c.snap.s)
-			reason := got.Reason
-			got.Reason = ""
-			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Decide = %+v (%s), want %+v", got, reason, c.want)
-			}
-		})
-	}
+	runActionCases(t, cases)
 }
 
 // TestDecideFailsafe: while the DCS is unreachable, a leader whose every
@@ -412,11 +396,7 @@ func TestDecideHungMySQL(t *testing.T) {
 // has gone stale, and a member that confirmed does not race.
 func TestDecideFailsafe(t *testing.T) {
 	leader := func() *snap { return cluster().me("db1").deadlineIn(3 * time.Second).primary().expired() }
-	cases := []struct {
-		name string
-		snap *snap
-		want Action
-	}{
+	cases := []actionCase{
 		{"stale view of our own lock, confirmed by every member: lead on",
 			leader().failsafeHeld(), Action{Kind: Lead}},
 		{"without the confirmation: fence",
@@ -428,16 +408,7 @@ func TestDecideFailsafe(t *testing.T) {
 		{"without a confirmation it races",
 			cluster().expired().gtid("db2", "0-1-101"), Action{Kind: Acquire}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := Decide(c.snap.s)
-			reason := got.Reason
-			got.Reason = ""
-			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Decide = %+v (%s), want %+v", got, reason, c.want)
-			}
-		})
-	}
+	runActionCases(t, cases)
 }
 
 func TestRankCandidates(t *testing.T) {

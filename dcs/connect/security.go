@@ -2,12 +2,13 @@ package connect
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/mysqlha/mysqlha/internal/pemfiles"
 )
 
 // EtcdSecurity is how a client proves itself to etcd and checks etcd: TLS
@@ -39,23 +40,16 @@ func (e EtcdSecurity) tlsConfig() (*tls.Config, error) {
 		return nil, errors.New("--etcd-cert and --etcd-key go together: give both, or neither")
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	var err error
 	if e.CAFile != "" {
-		pem, err := os.ReadFile(e.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cacert: %w", err)
+		if cfg.RootCAs, err = pemfiles.CAPool("--etcd-cacert", e.CAFile); err != nil {
+			return nil, err
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--etcd-cacert %s: no PEM certificate in it", e.CAFile)
-		}
-		cfg.RootCAs = pool
 	}
 	if e.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(e.CertFile, e.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert %s / --etcd-key %s: %w", e.CertFile, e.KeyFile, err)
+		if cfg.Certificates, err = pemfiles.KeyPair("--etcd-cert", "--etcd-key", e.CertFile, e.KeyFile); err != nil {
+			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
 }

@@ -8,8 +8,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
-	"os"
+
+	"github.com/mysqlha/mysqlha/internal/pemfiles"
 )
 
 // Files are the PEM files of --api-tls-cert, --api-tls-key and --api-tls-ca.
@@ -30,66 +30,47 @@ func (f Files) check() error {
 	return nil
 }
 
-func (f Files) pair() ([]tls.Certificate, error) {
-	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		return nil, fmt.Errorf("--api-tls-cert %s / --api-tls-key %s: %w", f.Cert, f.Key, err)
-	}
-	return []tls.Certificate{cert}, nil
-}
-
-func (f Files) pool() (*x509.CertPool, error) {
-	pem, err := os.ReadFile(f.CA)
-	if err != nil {
-		return nil, fmt.Errorf("--api-tls-ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--api-tls-ca %s: no PEM certificate in it", f.CA)
-	}
-	return pool, nil
-}
-
 // Server is the API's TLS configuration; nil without a certificate (plain
 // HTTP). With a CA, client certificates are verified when given: probes and
 // scrapers present none and still read, while a request that changes what a
 // member does (POST /failsafe) needs one (PeerVerified).
 func (f Files) Server() (*tls.Config, error) {
-	if err := f.check(); err != nil || !f.Enabled() {
-		return nil, err
+	cfg, pool, err := f.base()
+	if cfg != nil && pool != nil {
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
 	}
-	certs, err := f.pair()
-	if err != nil {
-		return nil, err
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: certs}
-	if f.CA != "" {
-		if cfg.ClientCAs, err = f.pool(); err != nil {
-			return nil, err
-		}
-		cfg.ClientAuth = tls.VerifyClientCertIfGiven
-	}
-	return cfg, nil
+	return cfg, err
 }
 
 // Client is the configuration for calling peers' APIs; nil without a
 // certificate. It verifies peers against the CA (the system roots without
 // one) and presents this member's certificate.
 func (f Files) Client() (*tls.Config, error) {
+	cfg, pool, err := f.base()
+	if cfg != nil {
+		cfg.RootCAs = pool
+	}
+	return cfg, err
+}
+
+// base is the configuration both sides share, with this member's
+// certificate, and the CA pool (nil without --api-tls-ca); a nil config
+// without TLS or on error.
+func (f Files) base() (*tls.Config, *x509.CertPool, error) {
 	if err := f.check(); err != nil || !f.Enabled() {
-		return nil, err
+		return nil, nil, err
 	}
-	certs, err := f.pair()
+	certs, err := pemfiles.KeyPair("--api-tls-cert", "--api-tls-key", f.Cert, f.Key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: certs}
+	var pool *x509.CertPool
 	if f.CA != "" {
-		if cfg.RootCAs, err = f.pool(); err != nil {
-			return nil, err
+		if pool, err = pemfiles.CAPool("--api-tls-ca", f.CA); err != nil {
+			return nil, nil, err
 		}
 	}
-	return cfg, nil
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: certs}, pool, nil
 }
 
 // PeerVerified reports whether a request came over TLS with a client
