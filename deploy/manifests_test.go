@@ -266,7 +266,12 @@ func (v variant) checkStatefulSet(t *testing.T, sts *appsv1.StatefulSet) {
 	if psc == nil || psc.FSGroup == nil || *psc.FSGroup != 999 {
 		t.Errorf("pod securityContext %+v, want fsGroup 999", psc)
 	}
-	for name, uid := range map[string]int64{v.serverContainer: 999, "mysqlha-cnf": 999, "agent": 65532} {
+	// The agent shares the pod's process namespace and the server's user,
+	// so that it can kill a hung server (--kill-hung-mysqld).
+	if spec.ShareProcessNamespace == nil || !*spec.ShareProcessNamespace {
+		t.Error("shareProcessNamespace is not true: the agent cannot see a hung server to kill it")
+	}
+	for name, uid := range map[string]int64{v.serverContainer: 999, "mysqlha-cnf": 999, "agent": 999} {
 		c := findContainer(allContainers(spec), name)
 		if c.SecurityContext == nil || c.SecurityContext.RunAsUser == nil || *c.SecurityContext.RunAsUser != uid {
 			t.Errorf("container %s: runAsUser %+v, want %d", name, c.SecurityContext, uid)

@@ -23,7 +23,16 @@
 //	agent_killed_test.go      kill -9 of the primary's agent alone
 //	frozen_agent_test.go      SIGSTOP of the primary's agent beyond ttl
 //	mysqld_death_test.go      the primary's mysqld dies, its agent lives
-//	mysqld_hang_test.go       the primary's mysqld hangs beyond ttl, then resumes
+//	mysqld_hang_test.go       the primary's mysqld hangs: its agent kills it and a
+//	                          replica takes over within ttl + 10 s; in lossless
+//	                          mode without the kill, the resumed server acknowledges
+//	                          nothing after the new primary's first write
+//	lossless_test.go          semi_sync strict: ten kill -9 of the primary under a
+//	                          write load lose no acknowledged write, and each old
+//	                          primary rejoins
+//	failsafe_test.go          failsafe mode: etcd stopped, the primary's path to it
+//	                          black-holed: no demotion, no second primary
+//	secrets_test.go           no password in logs, /status, /cluster, Events, --help
 //	switchover_test.go        agentctl switchover --wait under a write load: nothing
 //	                          acknowledged is lost, the old primary follows
 //	pause_test.go             agentctl pause: no failover after kill -9 of the
@@ -58,8 +67,9 @@
 //
 // failover_bench_test.go measures failover time by phase and an idle agent's
 // memory and CPU, switchover_bench_test.go the write unavailability of
-// agentctl switchover under load (go test -run '^$' -bench . -benchtime 1x
-// ./e2e/).
+// agentctl switchover under load on etcd and on Kubernetes,
+// lossless_test.go lossless failovers, mysqld_hang_test.go the hung-primary
+// outage in both modes (go test -run '^$' -bench . -benchtime 1x ./e2e/).
 //
 // The tests need mariadbd and are skipped with -short; the Kubernetes ones
 // also need the control-plane binaries of `make kube-bin`.
