@@ -52,6 +52,8 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 		a.metrics.Failovers.Inc()
 		a.labeler.Event(ctx, a.self.Name, eventNormal, "LeaderLost", fmt.Sprintf("took the lock from lost leader %q: %s", from, action.Reason))
 		return true
+	case failover.TakeOver:
+		return a.takeOver(ctx, o.cl, action)
 	case failover.Lead:
 		hadDeadline := a.hasDeadline()
 		if !a.renewIfDue(ctx) {

@@ -101,7 +101,9 @@ type Agent struct {
 	// deadline was last moved by failsafe confirmations.
 	lastCluster    *dcs.Cluster
 	failsafeActive bool
-	peerFailsafe   PeerFailsafe
+	// watch follows the holder's liveness (lossless mode).
+	watch        deathWatch
+	peerFailsafe PeerFailsafe
 
 	// deadline is shared with the watchdog: zero means "we may not write".
 	deadlineMu sync.Mutex
@@ -192,8 +194,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		// The period is loop_wait from start to start, whatever an
 		// iteration took, so the lock is renewed at the rate the timing
 		// rule assumes.
-		timer.Reset(max(a.clusterConfig.LoopWait-a.clock.Since(start), 0))
+		timer.Reset(max(a.loopDelay()-a.clock.Since(start), 0))
 	}
+}
+
+// loopDelay is the period of the loop: loop_wait, or a quarter of it while
+// the holder is lost (lossless mode), so that a death is confirmed, and
+// the lock taken over, within about one window of it.
+func (a *Agent) loopDelay() time.Duration {
+	if !a.watch.lostSince.IsZero() {
+		return a.clusterConfig.LoopWait / 4
+	}
+	return a.clusterConfig.LoopWait
 }
 
 // maxRedo bounds the iterations run back to back.

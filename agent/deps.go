@@ -16,6 +16,7 @@ type Store interface {
 	RenewLeader(ctx context.Context, ttl time.Duration) error
 	ReleaseLeader(ctx context.Context) error
 	HandoverLeader(ctx context.Context, to, toInstance string) error
+	TakeOverLeader(ctx context.Context, version string, ttl time.Duration) error
 	UpdateMember(ctx context.Context, m dcs.Member) error
 	SetConfig(ctx context.Context, cfg dcs.Config, version string) error
 	ClearSwitchover(ctx context.Context, version string) error

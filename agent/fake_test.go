@@ -42,8 +42,9 @@ type fakeDB struct {
 	fenceErr, stopIOErr, waitErr error
 	unreachable                  bool
 	// hung is a SIGSTOPped server: like unreachable, and it takes no writes
-	// either until it resumes.
-	hung bool
+	// either until it resumes. cutFromPeers: only its own agent reaches it
+	// (its replicas' streams are lost, peers' dials time out).
+	hung, cutFromPeers bool
 	// noSemiSyncReplica: replica-side semi-sync cannot be switched on (a
 	// MySQL server without the plugin), so the member streams without
 	// acknowledging.
@@ -71,6 +72,20 @@ func (c *fakeMySQL) byName(name string) *fakeDB {
 		}
 	}
 	panic("no fake db " + name)
+}
+
+// dialFrom is the Dialer of the agent of server from.
+func (c *fakeMySQL) dialFrom(from string) Dialer {
+	return func(ctx context.Context, addr string) (Database, error) {
+		c.mu.Lock()
+		d, ok := c.dbs[addr]
+		cut := ok && d.cutFromPeers && d.name != from
+		c.mu.Unlock()
+		if cut {
+			return nil, fmt.Errorf("dial %s: %w: %w", addr, mysqlctl.ErrUnreachable, context.DeadlineExceeded)
+		}
+		return c.dial(ctx, addr)
+	}
 }
 
 func (c *fakeMySQL) dial(_ context.Context, addr string) (Database, error) {
@@ -141,7 +156,7 @@ func (d *fakeDB) syncLocked() {
 		return
 	}
 	src, ok := d.c.dbs[d.source]
-	if ok && src.up && src.seq >= d.seq {
+	if ok && src.up && !src.cutFromPeers && src.seq >= d.seq {
 		d.seq, d.lastServer = src.seq, src.lastServer
 	}
 }
@@ -178,6 +193,9 @@ func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
 		io := mysqlctl.ThreadStopped
 		if d.ioRunning {
 			io = mysqlctl.ThreadRunning
+			if src, ok := d.c.dbs[d.source]; !ok || !src.up || src.hung || src.unreachable || src.cutFromPeers {
+				io = mysqlctl.ThreadConnecting // retrying a lost source
+			}
 		}
 		behind := d.behind
 		o.Replica = &mysqlctl.ReplicaStatus{SourceHost: host, SourcePort: p, IOThread: io, SQLThread: mysqlctl.ThreadRunning,

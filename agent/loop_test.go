@@ -116,7 +116,7 @@ func (h *loopHarness) newAgent(name, dbName, apiName string, wrap func(Store) St
 	a, err := New(Config{
 		Cluster: "test", Name: name, MySQLAddr: db.addr, APIURL: "http://" + apiName + ":8008",
 		ReplicationUser: "repl", Bootstrap: h.config,
-	}, Deps{Store: store, LocalAddr: db.addr, Dial: h.mysql.dial, Labeler: h.labels, Clock: h.clock,
+	}, Deps{Store: store, LocalAddr: db.addr, Dial: h.mysql.dialFrom(dbName), Labeler: h.labels, Clock: h.clock,
 		Metrics: NewMetrics(prometheus.NewRegistry(), "test", name), Logger: zaptest.NewLogger(h.t).Named(apiName),
 		PeerStatus: h.peerStatus, KillMySQL: h.killer(), PeerFailsafe: h.peerFailsafe(apiName)})
 	if err != nil {

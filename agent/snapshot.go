@@ -121,11 +121,16 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 	// Peers' live status matters when choosing who takes over, or whether
 	// to unfence; otherwise their records suffice.
 	promoting := !s.PromotingSince.IsZero()
-	wantPeers := s.Leader == "" || s.LeaderExpired || s.Switchover != nil || stopping || promoting
+	a.watchLeader(ctx, cl, obs, localErr)
+	// A holder lost for the confirmation window: ask the peers whether
+	// they lost it too.
+	suspect := !a.watch.lostSince.IsZero() && a.clock.Since(a.watch.lostSince) >= a.confirmWindow()
+	wantPeers := s.Leader == "" || s.LeaderExpired || s.Switchover != nil || stopping || promoting || suspect
 	var live map[string]*MemberStatus
 	if wantPeers {
 		live = a.fetchPeers(ctx, cl)
 	}
+	s.LeaderConfirmedDead = suspect && a.confirmedDead(cl, live)
 	// While we hold the lock, every peer's mysqld is probed: a promotion
 	// waits up to retry_timeout for an answer; a running primary's check
 	// for writable peers is best effort each iteration, on a short bound

@@ -57,6 +57,9 @@ type MemberStatus struct {
 	// not to race against (failsafe mode); a candidate that sees it in any
 	// peer's status does not race either.
 	FailsafePromise string `json:"failsafe_promise,omitempty"`
+	// LeaderLost says how long this member has lost the holder's stream
+	// and agent (lossless mode); candidates count it towards a majority.
+	LeaderLost *LeaderLost `json:"leader_lost,omitempty"`
 	// SemiSync is this member's side of semi-synchronous replication; nil
 	// when semi_sync is off.
 	SemiSync *SemiSyncState `json:"semi_sync,omitempty"`
@@ -70,8 +73,8 @@ type SemiSyncState struct {
 	AcknowledgingReplicas int    `json:"acknowledging_replicas"`
 	WaitingCommits        int    `json:"waiting_commits"`
 	Stalled               string `json:"stalled,omitempty"`
-	// Replica side: streaming without acknowledging (ineligible in strict
-	// mode).
+	// Replica side: replicating without acknowledging (ineligible in
+	// strict mode).
 	Async bool `json:"async,omitempty"`
 }
 
@@ -90,7 +93,10 @@ func (a *Agent) semiSyncState(obs mysqlctl.Observation, localErr error) *SemiSyn
 			st.Stalled = fmt.Sprintf("no replica acknowledges: writes wait (%d commits waiting)", ss.SourceWaitSessions)
 		}
 	}
-	if r := obs.Replica; r != nil && r.IOThread == mysqlctl.ThreadRunning && !ss.ReplicaActive {
+	// Asynchronous: its receiver is not set to acknowledge, or streams
+	// without acknowledging. The setting part holds while the source is
+	// lost (the receiver retrying), when the live part can no longer tell.
+	if r := obs.Replica; r != nil && (!ss.ReplicaEnabled || (r.IOThread == mysqlctl.ThreadRunning && !ss.ReplicaActive)) {
 		st.Async = true
 	}
 	return st
@@ -119,7 +125,7 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 		Healthy:   localErr == nil, Writable: localErr == nil && obs.Status.Writable(),
 		GTIDExecuted: obs.Status.GTIDExecuted, Replication: replicationState(obs, localErr).String(),
 		Errant: a.errant, Action: action.Kind.String(), Reason: action.Reason, LastLoop: a.clock.Now().UTC().Format(time.RFC3339Nano),
-		SemiSync: a.semiSyncState(obs, localErr), FailsafePromise: a.promisedLeader(),
+		SemiSync: a.semiSyncState(obs, localErr), FailsafePromise: a.promisedLeader(), LeaderLost: a.leaderLost(),
 	}
 	a.metrics.setSemiSync(st.SemiSync)
 	if localErr != nil {

@@ -60,6 +60,14 @@ type Locker interface {
 	// ValidateHandover refuses the target. The store does not check that
 	// `to` is a live member: the caller does.
 	HandoverLeader(ctx context.Context, to, toInstance string) error
+	// TakeOverLeader replaces the lock, still valid, that this store's
+	// snapshot showed at version (Leader.Version), with one for this
+	// store's member and instance, declaring ttl, in one compare-and-set:
+	// a lossless failover takes the lock of a holder confirmed dead without
+	// waiting for its ttl. ErrConflict when the lock is not at version any
+	// more (renewed where a renewal changes it, released, taken). The
+	// store does not judge the holder dead: the caller does.
+	TakeOverLeader(ctx context.Context, version string, ttl time.Duration) error
 }
 
 // MemberWriter publishes this member's record.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -128,8 +129,8 @@ func TestLosslessKillPrimaryUnderLoad(t *testing.T) {
 
 // BenchmarkLosslessFailover: the same kill -9 under load, -e2e.trials times
 // (20 by default): the time to the first acknowledged write on the new
-// primary, and the writes lost. Target (issue 12, with fast failover by
-// confirmed death): p95 <= 2.5 s; without it, about ttl.
+// primary, and the writes lost. Target (issue 12, failover by confirmed
+// death): p95 <= 2.5 s; waiting for the ttl instead took p95 5.3 s.
 func BenchmarkLosslessFailover(b *testing.B) {
 	measureOnce(b, func() []benchFigure {
 		c := NewCluster(b, losslessOptions)
@@ -152,4 +153,35 @@ func BenchmarkLosslessFailover(b *testing.B) {
 			len(trials), p50.Seconds(), p95.Seconds(), worst.Seconds(), trials[len(trials)-1].acked, lost, truncated)
 		return []benchFigure{{p50.Seconds(), "p50-s"}, {p95.Seconds(), "p95-s"}, {worst.Seconds(), "max-s"}, {float64(lost), "lost"}}
 	})
+}
+
+// A slow primary is never failed over by confirmed death: its agent frozen
+// for twice the confirmation window, its server streaming on, and then its
+// server cut off from its replicas (a black-holed proxy: their receivers
+// keep their connections) while its agent answers. The lock never moves.
+func TestLosslessSlowPrimaryKeepsTheLock(t *testing.T) {
+	o := losslessOptions
+	o.MySQLProxies = true
+	c := NewCluster(t, o)
+	primary := c.Bootstrap()
+	c.WriteAndReplicate(primary, "before")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	moves := c.WatchLeader(ctx)
+
+	primary.FreezeAgent()
+	time.Sleep(2 * c.Timing.LoopWait)
+	primary.ThawAgent()
+	primary.Proxy.BlackHole()
+	time.Sleep(2 * c.Timing.TTL)
+	primary.Proxy.Heal()
+
+	select {
+	case ev := <-moves:
+		t.Fatalf("the lock moved to %q while %s was slow but alive", ev.Holder, primary.Name)
+	default:
+	}
+	if p := c.WaitHealthy(60 * time.Second); p != primary {
+		t.Fatalf("the primary is %s, want %s", p.Name, primary.Name)
+	}
 }

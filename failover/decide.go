@@ -49,10 +49,13 @@ const (
 	// KillLocal: our mysqld hangs and we lead; kill its process, so that it
 	// can take no more writes, and release the lock once it is gone.
 	KillLocal
+	// TakeOver: lossless mode, the holder (Target) confirmed dead: take its
+	// still valid lock in one compare-and-set; promotion follows.
+	TakeOver
 )
 
 var kindNames = [...]string{"idle", "fence-self", "release-lock", "bootstrap", "acquire", "wait-for-better",
-	"lead", "promote", "follow", "switchover", "reject-switchover", "clear-request", "refuse", "kill-local"}
+	"lead", "promote", "follow", "switchover", "reject-switchover", "clear-request", "refuse", "kill-local", "take-over"}
 
 func (k Kind) String() string {
 	if int(k) >= 0 && int(k) < len(kindNames) {
@@ -138,6 +141,10 @@ type Snapshot struct {
 	// race while it lasts.
 	FailsafeHeld   bool
 	FailsafeLeader string
+	// LeaderConfirmedDead: the holder's agent and its replication stream
+	// have both been lost for the confirmation window, as a majority of
+	// the members sees it (lossless mode only takes it into account).
+	LeaderConfirmedDead bool
 	// FormerLeader is the leader we took the lock over from (failover), ""
 	// otherwise. Its data may be ahead of ours, but it is not a candidate.
 	FormerLeader string
@@ -260,7 +267,42 @@ func Decide(s Snapshot) Action {
 		}
 		return decideLeaderless(s)
 	}
+	if s.LeaderConfirmedDead && s.Rules.Lossless && s.Initialized {
+		return decideTakeOver(s)
+	}
 	return Action{Kind: Follow, Target: s.Leader, Reason: "following the lock holder"}
+}
+
+// decideTakeOver: the holder is confirmed dead, in lossless mode. Its old
+// server can acknowledge nothing without a replica's acknowledgement (their
+// streams are lost, and the promotion stops every receiver), and its agent,
+// if it lives after all, fences when its next renewal fails; so the best
+// candidate may take the lock without waiting for its ttl. Others follow
+// on, and take over by the usual race at the ttl if it does not.
+func decideTakeOver(s Snapshot) Action {
+	self, ok := find(s.Members, s.Self)
+	if !ok {
+		return Action{Kind: Follow, Target: s.Leader, Reason: "leader confirmed dead, but our own member record is not published yet"}
+	}
+	if why := Ineligibility(self, s.Rules); why != "" {
+		return Action{Kind: Follow, Target: s.Leader, Reason: "leader confirmed dead, but we may not take over: " + why}
+	}
+	var contenders []Member
+	for _, m := range s.Members {
+		if m.Name != s.Leader {
+			contenders = append(contenders, m)
+		}
+	}
+	ranked := RankCandidates(s.Flavor, contenders, s.Rules)
+	if len(ranked) == 0 || ranked[0].Name != s.Self {
+		best := "nobody"
+		if len(ranked) > 0 {
+			best = ranked[0].Name
+		}
+		return Action{Kind: Follow, Target: s.Leader, Reason: "leader confirmed dead; " + best + " is the better candidate"}
+	}
+	return Action{Kind: TakeOver, Target: s.Leader, Reason: "the leader's agent and replication stream are lost, as a majority " +
+		"confirms: taking its lock over before its ttl"}
 }
 
 // decideHung is the holder's decision while its mysqld neither answers nor

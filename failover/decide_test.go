@@ -46,6 +46,7 @@ func (b *snap) hungFor(d, bound time.Duration) *snap {
 	return b
 }
 func (b *snap) canKill() *snap                   { b.s.CanKillLocal = true; return b }
+func (b *snap) confirmedDead() *snap             { b.s.LeaderConfirmedDead = true; return b }
 func (b *snap) failsafeHeld() *snap              { b.s.FailsafeHeld = true; return b }
 func (b *snap) failsafeLeader(name string) *snap { b.s.FailsafeLeader = name; return b }
 func (b *snap) paused() *snap                    { b.s.Paused = true; return b }
@@ -389,6 +390,22 @@ func TestDecideHungMySQL(t *testing.T) {
 			Action{Kind: Idle}},
 	}
 	runActionCases(t, cases)
+}
+
+// TestDecideTakeOver: in lossless mode, a leader whose agent and
+// replication stream a majority has lost for the confirmation window is
+// replaced before its ttl, by the best candidate only.
+func TestDecideTakeOver(t *testing.T) {
+	dead := func() *snap { return cluster().lossless().confirmedDead() }
+	runActionCases(t, []actionCase{
+		{"the best candidate takes the lock over", dead().gtid("db2", "0-1-101"), Action{Kind: TakeOver, Target: "db1"}},
+		{"equal data: the tie-break picks db2", dead(), Action{Kind: TakeOver, Target: "db1"}},
+		{"another is better: keep following", dead().gtid("db3", "0-1-101"), Action{Kind: Follow, Target: "db1"}},
+		{"not eligible: keep following", dead().gtid("db2", "0-1-101").with("db2", async), Action{Kind: Follow, Target: "db1"}},
+		{"async mode never does", cluster().confirmedDead().gtid("db2", "0-1-101"), Action{Kind: Follow, Target: "db1"}},
+		{"not confirmed: follow", cluster().lossless().gtid("db2", "0-1-101"), Action{Kind: Follow, Target: "db1"}},
+		{"paused: follow", dead().paused().gtid("db2", "0-1-101"), Action{Kind: Idle}},
+	})
 }
 
 // TestDecideFailsafe: while the DCS is unreachable, a leader whose every

@@ -58,6 +58,7 @@ func Run(t *testing.T, newEnv Factory) {
 	t.Run("ExpiryJudgedByObserverClock", func(t *testing.T) { testObserverClock(t, newEnv(t, 3)) })
 	t.Run("StaleHolderLosesLock", func(t *testing.T) { testStaleHolder(t, newEnv(t, 3)) })
 	t.Run("HandoverToNamedMember", func(t *testing.T) { testHandover(t, newEnv(t, 3)) })
+	t.Run("TakeOverAtTheVersionSeen", func(t *testing.T) { testTakeOver(t, newEnv(t, 3)) })
 	t.Run("ReleaseFreesLock", func(t *testing.T) { testRelease(t, newEnv(t, 2)) })
 	t.Run("InstanceIDs", func(t *testing.T) { testInstanceIDs(t, newEnv(t, 3)) })
 	t.Run("SameNameNeverBothHold", func(t *testing.T) { testSameNameRace(t, newEnv(t, 1)) })
@@ -428,6 +429,25 @@ func testHandover(t *testing.T, e *Env) {
 	}
 	agree(t, "m1", a, b, c)
 	mustIs(t, "c acquires after b renewed", c.AcquireLeader(ctxT(t), e.TTL), dcs.ErrHeld)
+}
+
+// testTakeOver: a valid lock is replaced in one compare-and-set on the
+// version the taker saw; a lock that changed since is not, and the old
+// holder can no longer renew.
+func testTakeOver(t *testing.T, e *Env) {
+	a, b, c := e.Stores[0], e.Stores[1], e.Stores[2]
+	must(t, "a acquires", a.AcquireLeader(ctxT(t), e.TTL))
+	seen := waitFor(t, b, "m0 holds", holderIs("m0")).Leader
+	mustIs(t, "b takes over a version that never was", b.TakeOverLeader(ctxT(t), "999999", e.TTL), dcs.ErrConflict)
+	must(t, "b takes over the lock it saw", b.TakeOverLeader(ctxT(t), seen.Version, e.TTL))
+	must(t, "b renews", b.RenewLeader(ctxT(t), e.TTL))
+	mustIs(t, "a renews after the take-over", a.RenewLeader(ctxT(t), e.TTL), dcs.ErrNotLeader)
+	for _, s := range e.Stores {
+		waitFor(t, s, "m1 holds", holderIs("m1"))
+	}
+	mustIs(t, "c takes over with a's stale version", c.TakeOverLeader(ctxT(t), seen.Version, e.TTL), dcs.ErrConflict)
+	mustIs(t, "a re-acquires", a.AcquireLeader(ctxT(t), e.TTL), dcs.ErrHeld)
+	mustIs(t, "bad ttl", c.TakeOverLeader(ctxT(t), seen.Version, 0), dcs.ErrInvalid)
 }
 
 func testRelease(t *testing.T, e *Env) {

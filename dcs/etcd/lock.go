@@ -364,3 +364,42 @@ func (s *Store) HandoverLeader(ctx context.Context, to, toInstance string) error
 	s.catchUp(ctx, resp.Header.Revision)
 	return nil
 }
+
+// TakeOverLeader implements dcs.Store: the key is put, with a lease of our
+// own, only if it is still at the revision seen. A lease keep-alive does
+// not change the key, so a live holder's lock can be taken too: the caller
+// must have judged it dead.
+func (s *Store) TakeOverLeader(ctx context.Context, version string, ttl time.Duration) error {
+	const op = "taking over the leader lock"
+	if err := dcs.ValidateTTL(ttl); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := s.waitSynced(ctx, op); err != nil {
+		return err
+	}
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	kv, _ := s.cached("leader")
+	if kv == nil || ver(kv) != version {
+		return fmt.Errorf("%s: %w: the lock is not at version %s any more", op, dcs.ErrConflict, version)
+	}
+	grant, err := s.cli.Grant(ctx, ttlSeconds(ttl))
+	if err != nil {
+		return mapErr(op, err)
+	}
+	k := s.key("leader")
+	value := s.leaderValue(s.name, s.instance, ttl, s.clock.Now())
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(k, string(value), clientv3.WithLease(grant.ID))).Commit()
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if !resp.Succeeded {
+		s.revoke(grant.ID)
+		return fmt.Errorf("%s: %w: the lock changed since revision %s", op, dcs.ErrConflict, version)
+	}
+	s.held = &hold{lease: grant.ID, createRev: kv.CreateRevision, value: value, ttl: ttl}
+	s.catchUp(ctx, resp.Header.Revision)
+	return nil
+}

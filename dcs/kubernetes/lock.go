@@ -309,3 +309,40 @@ func (s *Store) HandoverLeader(ctx context.Context, to, toInstance string) error
 		l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 	})
 }
+
+// TakeOverLeader implements dcs.Store: an update of the Lease at the
+// resourceVersion seen, which every renewal changes.
+func (s *Store) TakeOverLeader(ctx context.Context, version string, ttl time.Duration) error {
+	const op = "taking over the leader lock"
+	if err := dcs.ValidateTTL(ttl); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := s.waitSynced(ctx, op); err != nil {
+		return err
+	}
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	cur, _ := s.cached(s.leaderName)
+	if cur == nil || cur.ResourceVersion != version {
+		return fmt.Errorf("%s: %w: the lock is not at version %s any more", op, dcs.ErrConflict, version)
+	}
+	var transitions int64
+	if r, err := parseLeader(cur); err == nil {
+		transitions = r.transitions
+	}
+	l := cur.DeepCopy()
+	setHolder(l, s.name, s.instance)
+	l.Spec.LeaseDurationSeconds = s.ttlOf(ttl)
+	l.Spec.RenewTime = s.now()
+	l.Spec.AcquireTime = l.Spec.RenewTime
+	l.Spec.LeaseTransitions = ptr.To(int32(transitions + 1))
+	res, err := s.write(ctx, l, false)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s: %w: the leader Lease changed since version %s", op, dcs.ErrConflict, version)
+	}
+	if err != nil {
+		return mapErr(op, err)
+	}
+	s.held = res
+	return nil
+}

@@ -126,3 +126,20 @@ func (s *Store) HandoverLeader(ctx context.Context, to, toInstance string) error
 		return true, nil
 	})
 }
+
+// TakeOverLeader implements dcs.Store.
+func (s *Store) TakeOverLeader(ctx context.Context, ver string, ttl time.Duration) error {
+	const op = "taking over the leader lock"
+	if err := dcs.ValidateTTL(ttl); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.srv.do(ctx, s, op, func(now time.Time) (bool, error) {
+		cur := s.srv.st.leader
+		if cur == nil || version(cur.rev) != ver {
+			return false, fmt.Errorf("%w: the lock is not at version %s any more", dcs.ErrConflict, ver)
+		}
+		s.srv.st.leader = &leaderRec{holder: s.name, instance: s.instance, ttl: ttl, acquiredAt: now, renewedAt: now,
+			rev: s.srv.nextRev(), transitions: cur.transitions + 1}
+		return true, nil
+	})
+}

@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
+	"github.com/mysqlha/mysqlha/mysqlctl"
+)
+
+// Failover by confirmed death (lossless mode only). A follower watches the
+// holder: its replication stream (our receiver running against its
+// address) and, once the stream is lost, its agent (GET /status). When both
+// have been lost for the confirmation window, and a majority of the
+// members, us included, report the same in their /status, the holder is
+// confirmed dead and the best candidate takes its lock over without waiting
+// for its ttl (failover.decideTakeOver). A slow holder keeps its stream, a
+// frozen agent's server keeps streaming, a holder cut off from the network
+// keeps its receivers' connections until their timeout: none of these is
+// confirmed dead.
+
+// LeaderLost is what a member reports of the holder it lost.
+type LeaderLost struct {
+	Leader   string `json:"leader"`
+	Instance string `json:"instance"`
+	// ForSeconds is how long both its stream and its agent had been lost
+	// when this status was published.
+	ForSeconds float64 `json:"for_seconds"`
+}
+
+// deathWatch is the follower's view of the holder it watches.
+type deathWatch struct {
+	leader, instance string
+	lostSince        time.Time
+}
+
+// confirmWindow is how long a holder must stay lost before it counts as
+// dead: one loop_wait.
+func (a *Agent) confirmWindow() time.Duration { return a.clusterConfig.LoopWait }
+
+// watchLeader updates the watch of the holder in cl. It only runs in
+// lossless mode, for a follower of a valid lock.
+func (a *Agent) watchLeader(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, localErr error) {
+	l := cl.Leader
+	if a.clusterConfig.SemiSync != dcs.SemiSyncStrict || l == nil || l.Expired || l.Holder == a.self.Name ||
+		l.Holder == dcs.UnknownHolder || localErr != nil {
+		a.watch = deathWatch{}
+		return
+	}
+	if a.watch.leader != l.Holder || a.watch.instance != l.Instance {
+		a.watch = deathWatch{leader: l.Holder, instance: l.Instance}
+	}
+	lm, ok := cl.Member(l.Holder)
+	if !ok {
+		a.watch.lostSince = time.Time{}
+		return
+	}
+	if streaming(obs, lm.MySQLAddr) || a.agentAnswers(ctx, lm) {
+		a.watch.lostSince = time.Time{}
+		return
+	}
+	if a.watch.lostSince.IsZero() {
+		a.watch.lostSince = a.clock.Now()
+		a.log.Warn("lost the leader's replication stream and its agent", zap.String("leader", l.Holder))
+	}
+}
+
+// streaming reports whether our receiver runs against addr.
+func streaming(obs mysqlctl.Observation, addr string) bool {
+	r := obs.Replica
+	return r != nil && r.IOThread == mysqlctl.ThreadRunning && net.JoinHostPort(r.SourceHost, strconv.Itoa(r.SourcePort)) == addr
+}
+
+// agentAnswers asks the holder's agent for its status, within a quarter of
+// retry_timeout.
+func (a *Agent) agentAnswers(ctx context.Context, lm dcs.Member) bool {
+	if lm.APIURL == "" {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout/4)
+	defer cancel()
+	st, err := a.peerStatus(cctx, lm.APIURL)
+	return err == nil && st.Name == lm.Name
+}
+
+// leaderLost is what /status reports of the watch; nil while the holder
+// is not lost.
+func (a *Agent) leaderLost() *LeaderLost {
+	if a.watch.lostSince.IsZero() {
+		return nil
+	}
+	return &LeaderLost{Leader: a.watch.leader, Instance: a.watch.instance, ForSeconds: a.clock.Since(a.watch.lostSince).Seconds()}
+}
+
+// confirmedDead reports whether the watched holder has been lost for the
+// window by us and, in their live status, by enough peers to make a
+// majority of the members.
+func (a *Agent) confirmedDead(cl *dcs.Cluster, live map[string]*MemberStatus) bool {
+	w := a.confirmWindow()
+	if a.watch.lostSince.IsZero() || a.clock.Since(a.watch.lostSince) < w {
+		return false
+	}
+	votes := 1
+	for _, st := range live {
+		if ll := st.LeaderLost; st != nil && ll != nil && ll.Leader == a.watch.leader && ll.Instance == a.watch.instance &&
+			ll.ForSeconds >= w.Seconds() {
+			votes++
+		}
+	}
+	return votes >= len(cl.Members)/2+1
+}
+
+// takeOver takes the confirmed-dead holder's lock at the version seen.
+func (a *Agent) takeOver(ctx context.Context, cl *dcs.Cluster, action failover.Action) bool {
+	if cl.Leader == nil {
+		return false
+	}
+	start := a.clock.Now()
+	cctx, cancel := a.callCtx(ctx)
+	err := a.store.TakeOverLeader(cctx, cl.Leader.Version, a.clusterConfig.TTL)
+	cancel()
+	if err != nil {
+		a.metrics.DCSErrors.WithLabelValues("take-over").Inc()
+		a.log.Warn("taking over the dead leader's lock failed", zap.Error(err))
+		return false
+	}
+	a.lastRenewStart = start
+	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))
+	a.metrics.IsLeader.Set(1)
+	a.failoverFrom = &failoverStart{from: action.Target, detected: a.watch.lostSince, acquired: start}
+	a.metrics.Failovers.Inc()
+	a.log.Warn("took over the lock of a leader confirmed dead", zap.String("leader", action.Target))
+	a.labeler.Event(ctx, a.self.Name, eventNormal, "LeaderLost", fmt.Sprintf("took over the lock of %q: %s", action.Target, action.Reason))
+	a.watch = deathWatch{}
+	return true
+}

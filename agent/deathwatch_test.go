@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"testing"
+	"time"
+)
+
+// stepUntil steps the given agents every quarter loop_wait until cond
+// holds, and returns how long that took on the harness clock; it fails
+// after limit.
+func (h *loopHarness) stepUntil(limit time.Duration, what string, cond func() bool, names ...string) time.Duration {
+	h.t.Helper()
+	start := h.clock.Now()
+	for !cond() {
+		if h.clock.Since(start) > limit {
+			h.t.Fatalf("%s did not happen within %s (holder %q, writable %v)", what, limit, h.holder(), h.mysql.writable())
+		}
+		h.clock.Step(h.config.LoopWait / 4)
+		h.step(names...)
+	}
+	return h.clock.Since(start)
+}
+
+// kill9 is a node's death: name's agent and mysqld are gone.
+func (h *loopHarness) kill9(name string) {
+	h.killAgent(name)
+	h.mysql.byName(name).up = false
+}
+
+// In lossless mode the primary's death (agent and server) is confirmed by
+// both replicas within about a window, and the best takes the lock over
+// long before its ttl.
+func TestLoopLosslessConfirmedDeathTakesOverBeforeTTL(t *testing.T) {
+	h := newLoopHarnessWith(t, strictConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.round()
+	h.kill9("db1")
+	took := h.stepUntil(h.config.TTL, "a take-over", func() bool {
+		w := h.mysql.writable()
+		return len(w) == 1 && w[0] != "db1"
+	}, "db2", "db3")
+	if bound := h.config.TTL / 2; took > bound {
+		t.Errorf("took %s, want under %s (ttl %s)", took, bound, h.config.TTL)
+	}
+	if !h.hasEvent(h.holder(), "LeaderLost") {
+		t.Error("no LeaderLost event")
+	}
+}
+
+// A primary whose agent is dead but whose server still streams to its
+// replicas is not confirmed dead: its lock is taken only once it expires.
+func TestLoopLosslessDeadAgentLiveServerWaitsForTTL(t *testing.T) {
+	h := newLoopHarnessWith(t, strictConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.round()
+	h.killAgent("db1")
+	h.stepUntil(3*h.config.TTL, "the usual failover", func() bool {
+		w := h.mysql.writable()
+		return len(w) == 1 && w[0] != "db1"
+	}, "db2", "db3")
+	if took := h.clock.Since(h.agents["db1"].lastRenewStart); took < h.config.TTL {
+		t.Errorf("the lock moved %s after db1's last renewal, before its ttl %s", took, h.config.TTL)
+	}
+}
+
+// A primary cut off from its peers' servers, whose agent still answers
+// (a cut between servers only, or a primary too slow to stream): its
+// replicas lose the stream, but its agent answers, so it is no death, and
+// it keeps leading (stalled, in strict mode) under a valid lock.
+func TestLoopLosslessLostStreamLiveAgentIsNotDead(t *testing.T) {
+	h := newLoopHarnessWith(t, strictConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.round()
+	h.mysql.byName("db1").cutFromPeers = true
+	h.advance(3*h.config.TTL, h.names...)
+	if h.holder() != "db1" {
+		t.Fatalf("holder %q: the lock of a live leader moved", h.holder())
+	}
+	for _, n := range []string{"db2", "db3"} {
+		if h.agents[n].watch.lostSince.IsZero() == false {
+			t.Errorf("%s counts db1 lost although its agent answers", n)
+		}
+	}
+}
+
+// Without a majority (the other replica's agent is dead too) nobody takes
+// over before the ttl.
+func TestLoopLosslessNoMajorityNoTakeOver(t *testing.T) {
+	h := newLoopHarnessWith(t, strictConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.round()
+	h.killAgent("db3")
+	h.kill9("db1")
+	start := h.clock.Now()
+	h.stepUntil(4*h.config.TTL, "a failover", func() bool {
+		w := h.mysql.writable()
+		return len(w) == 1 && w[0] != "db1"
+	}, "db2")
+	if took := h.clock.Since(start); took < h.config.TTL-2*h.config.LoopWait {
+		t.Errorf("db2 took over after %s, alone, before the lock could expire", took)
+	}
+}
