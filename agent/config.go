@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/mysqlctl"
 )
 
 // Config is one member's settings. Cluster-wide timings live in the DCS
@@ -28,9 +29,11 @@ type Config struct {
 	// /failsafe) need a client certificate the API verified (--api-tls-ca).
 	PeerCertRequired bool
 
-	// ReplicationUser and ReplicationPassword are what replicas use to pull.
+	// ReplicationUser and ReplicationPassword are what replicas use to pull;
+	// ReplicationTLS, when set, makes them pull over TLS.
 	ReplicationUser     string
 	ReplicationPassword string
+	ReplicationTLS      *mysqlctl.SourceTLS
 
 	NoFailover       bool
 	FailoverPriority int

@@ -48,6 +48,10 @@ import (
 //	           MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1, MASTER_HEARTBEAT_PERIOD = loop_wait
 //	         START SLAVE
 //
+// With --replication-tls the CHANGE statement also sets MASTER_SSL = 1 and
+// the CA, certificate and key (SOURCE_SSL... on MySQL), and, with a CA,
+// MASTER_SSL_VERIFY_SERVER_CERT = 1.
+//
 // 3b. Or, when already pointed at the leader but a thread is stopped without
 // an error (most likely by a candidate promoting itself), restart
 // replication once it has stayed stopped for a loop_wait (a failure is
@@ -94,7 +98,8 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 	r := obs.Replica
 	if r == nil || r.SourceHost != host || r.SourcePort != port || !r.AutoPosition {
 		err := a.db.ReplicateFrom(cctx, mysqlctl.Source{Host: host, Port: port, User: a.self.ReplicationUser,
-			Password: a.self.ReplicationPassword, ConnectRetry: time.Second, HeartbeatPeriod: a.clusterConfig.LoopWait})
+			Password: a.self.ReplicationPassword, ConnectRetry: time.Second, HeartbeatPeriod: a.clusterConfig.LoopWait,
+			TLS: a.self.ReplicationTLS})
 		if err != nil {
 			a.log.Warn("pointing replication at the leader failed", zap.String("leader", leader), zap.Error(err))
 			return

@@ -147,6 +147,15 @@ type Source struct {
 	// HeartbeatPeriod makes an idle source send heartbeats, so a dead source is
 	// noticed within about this long.
 	HeartbeatPeriod time.Duration
+	// TLS, when set, makes the receiver connect over TLS.
+	TLS *SourceTLS
+}
+
+// SourceTLS are the files of a replica's TLS connection to its source, as
+// paths on the replica's server (it opens them, not the agent). With CA,
+// the source's certificate is verified, its host name included.
+type SourceTLS struct {
+	CA, Cert, Key string
 }
 
 // Validate rejects a source the server would refuse, before any statement runs.
@@ -177,16 +186,30 @@ func (d Dialect) ChangeSource(src Source) Statement {
 	if heartbeat <= 0 {
 		heartbeat = 1
 	}
+	var s Statement
 	if d.mariaDB() {
-		return stmt("CHANGE MASTER TO MASTER_HOST = ?, MASTER_PORT = ?, MASTER_USER = ?, MASTER_PASSWORD = ?, "+
+		s = stmt("CHANGE MASTER TO MASTER_HOST = ?, MASTER_PORT = ?, MASTER_USER = ?, MASTER_PASSWORD = ?, "+
 			"MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = ?, MASTER_HEARTBEAT_PERIOD = ?",
 			src.Host, src.Port, src.User, src.Password, retry, heartbeat)
+	} else {
+		// GET_SOURCE_PUBLIC_KEY lets caching_sha2_password work without TLS.
+		s = stmt("CHANGE REPLICATION SOURCE TO SOURCE_HOST = ?, SOURCE_PORT = ?, SOURCE_USER = ?, SOURCE_PASSWORD = ?, "+
+			"SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = ?, SOURCE_RETRY_COUNT = 86400, SOURCE_HEARTBEAT_PERIOD = ?, "+
+			"GET_SOURCE_PUBLIC_KEY = 1",
+			src.Host, src.Port, src.User, src.Password, retry, heartbeat)
 	}
-	// GET_SOURCE_PUBLIC_KEY lets caching_sha2_password work without TLS.
-	return stmt("CHANGE REPLICATION SOURCE TO SOURCE_HOST = ?, SOURCE_PORT = ?, SOURCE_USER = ?, SOURCE_PASSWORD = ?, "+
-		"SOURCE_AUTO_POSITION = 1, SOURCE_CONNECT_RETRY = ?, SOURCE_RETRY_COUNT = 86400, SOURCE_HEARTBEAT_PERIOD = ?, "+
-		"GET_SOURCE_PUBLIC_KEY = 1",
-		src.Host, src.Port, src.User, src.Password, retry, heartbeat)
+	if t := src.TLS; t != nil {
+		p := "SOURCE_"
+		if d.mariaDB() {
+			p = "MASTER_"
+		}
+		s.SQL += fmt.Sprintf(", %sSSL = 1, %sSSL_CA = ?, %sSSL_CERT = ?, %sSSL_KEY = ?", p, p, p, p)
+		s.Args = append(s.Args, t.CA, t.Cert, t.Key)
+		if t.CA != "" {
+			s.SQL += ", " + p + "SSL_VERIFY_SERVER_CERT = 1"
+		}
+	}
+	return s
 }
 
 // AlignReplicaPosition makes MariaDB resume replication after the last

@@ -142,6 +142,25 @@ func TestChangeSource(t *testing.T) {
 			t.Errorf("%s:\n got  %q %v\n want %q %v", c.d.Server.Version, got.SQL, got.Args, c.want, wantArgs)
 		}
 	}
+	// TLS: the files are the replica's, verified when a CA is given.
+	tlsSrc := src
+	tlsSrc.TLS = &SourceTLS{CA: "/etc/mysql/tls/ca.pem", Cert: "/etc/mysql/tls/repl.pem", Key: "/etc/mysql/tls/repl-key.pem"}
+	for _, c := range []struct {
+		d    Dialect
+		want string
+	}{
+		{mysql84, cases[1].want + ", SOURCE_SSL = 1, SOURCE_SSL_CA = ?, SOURCE_SSL_CERT = ?, SOURCE_SSL_KEY = ?, SOURCE_SSL_VERIFY_SERVER_CERT = 1"},
+		{mariadb, cases[2].want + ", MASTER_SSL = 1, MASTER_SSL_CA = ?, MASTER_SSL_CERT = ?, MASTER_SSL_KEY = ?, MASTER_SSL_VERIFY_SERVER_CERT = 1"},
+	} {
+		got := c.d.ChangeSource(tlsSrc)
+		want := append(append([]any(nil), wantArgs...), tlsSrc.TLS.CA, tlsSrc.TLS.Cert, tlsSrc.TLS.Key)
+		if got.SQL != c.want || !reflect.DeepEqual(got.Args, want) {
+			t.Errorf("TLS %s:\n got  %q %v\n want %q %v", c.d.Server.Version, got.SQL, got.Args, c.want, want)
+		}
+	}
+	if got := mariadb.ChangeSource(Source{Host: "h", Port: 1, User: "u", TLS: &SourceTLS{}}); strings.Contains(got.SQL, "VERIFY") {
+		t.Errorf("TLS without a CA verifies nothing, yet: %s", got.SQL)
+	}
 	// Unset timings fall back to 1 s rather than the server's 60 s default.
 	if got := mariadb.ChangeSource(Source{Host: "h", Port: 1, User: "u"}); !reflect.DeepEqual(got.Args[4:], []any{1, 1.0}) {
 		t.Errorf("defaults: %v", got.Args)

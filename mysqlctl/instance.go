@@ -2,6 +2,7 @@ package mysqlctl
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -27,6 +28,9 @@ type Config struct {
 	WriteTimeout time.Duration
 	// ReplicationUsers are never killed by KillClients (besides User itself).
 	ReplicationUsers []string
+	// TLS, when set, is used for TCP connections (not for a socket); the
+	// server name to verify is the host of Addr unless set.
+	TLS *tls.Config
 }
 
 // Default timeouts: short enough that one observe pass fits comfortably in a
@@ -106,6 +110,9 @@ func Connect(ctx context.Context, cfg Config) (*Instance, error) {
 		dc.Net = "unix"
 	}
 	dc.Timeout, dc.ReadTimeout, dc.WriteTimeout = cfg.DialTimeout, cfg.ReadTimeout, cfg.WriteTimeout
+	if cfg.TLS != nil && dc.Net == "tcp" {
+		dc.TLS = cfg.TLS
+	}
 	// Client-side interpolation: one round trip per statement, and statements
 	// that cannot be prepared (CHANGE MASTER, SET GLOBAL) still take arguments.
 	dc.InterpolateParams = true

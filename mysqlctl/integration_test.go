@@ -2,6 +2,8 @@ package mysqlctl_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/mysqlha/mysqlha/internal/pemfiles"
+	"github.com/mysqlha/mysqlha/internal/testcerts"
 	"github.com/mysqlha/mysqlha/mysqlctl"
 	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
@@ -571,5 +575,58 @@ func TestCrashRecoveryTruncatesUnacknowledgedTail(t *testing.T) {
 	servers[0].Restart(t)
 	if got := executed(t, connect(t, servers[0])); got != acked {
 		t.Fatalf("after crash recovery the binlog is at %s, want %s: the unacknowledged commit survived", got, acked)
+	}
+}
+
+// TestTLS against live MariaDB servers that refuse insecure transport: the
+// agent's connection works only with TLS verifying the server, and a replica
+// streams from its source over TLS, verifying it too.
+func TestTLS(t *testing.T) {
+	certs, err := testcerts.Write(t.TempDir(), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := mysqltest.Start(t, 2, mysqltest.Options{ExtraArgs: []string{
+		"--ssl-ca=" + certs.CA, "--ssl-cert=" + certs.ServerCert, "--ssl-key=" + certs.ServerKey, "--require-secure-transport=ON"}})
+	ctx := ctxT(t, 30*time.Second)
+	cfg := func(s *mysqltest.Server, tlsCfg *tls.Config) mysqlctl.Config {
+		return mysqlctl.Config{Addr: s.Addr(), User: mysqltest.AgentUser, PasswordFile: s.PasswordFile(t, mysqltest.AgentPassword), TLS: tlsCfg}
+	}
+	if _, err := mysqlctl.Connect(ctx, cfg(servers[0], nil)); err == nil {
+		t.Fatal("connected without TLS to a server that requires it")
+	}
+	pool, err := pemfiles.CAPool("--mysql-tls-ca", certs.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mysqlctl.Connect(ctx, cfg(servers[0], &tls.Config{RootCAs: x509.NewCertPool()})); err == nil {
+		t.Fatal("connected over TLS to a server whose certificate it cannot verify")
+	}
+	var insts []*mysqlctl.Instance
+	for _, s := range servers {
+		inst, err := mysqlctl.Connect(ctx, cfg(s, &tls.Config{RootCAs: pool}))
+		if err != nil {
+			t.Fatalf("connecting over TLS: %v", err)
+		}
+		t.Cleanup(func() { inst.Close() })
+		insts = append(insts, inst)
+	}
+	if err := insts[0].Unfence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	src := sourceOf(servers[0])
+	src.TLS = &mysqlctl.SourceTLS{CA: certs.CA}
+	if err := insts[1].ReplicateFrom(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	root := servers[0].RootDB(t) // over the socket, which needs no TLS
+	mustExec(t, root, "CREATE TABLE app.t (id INT PRIMARY KEY)")
+	mustExec(t, root, "INSERT INTO app.t VALUES (1)")
+	want := executed(t, insts[0])
+	// The source refuses insecure transport: streaming at all is over TLS.
+	waitFor(t, 10*time.Second, "the replica to stream over TLS", func() bool { return executed(t, insts[1]) == want })
+	st, err := insts[1].Observe(ctx)
+	if err != nil || st.Replica == nil || !st.Replica.Streaming() {
+		t.Fatalf("replica status %+v %v", st.Replica, err)
 	}
 }

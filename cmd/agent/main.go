@@ -31,6 +31,7 @@ import (
 	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
 	"github.com/mysqlha/mysqlha/internal/apitls"
 	"github.com/mysqlha/mysqlha/internal/mysqldproc"
+	"github.com/mysqlha/mysqlha/internal/pemfiles"
 	"github.com/mysqlha/mysqlha/mysqlctl"
 )
 
@@ -54,6 +55,9 @@ type options struct {
 	etcdEndpoints, etcdPrefix string
 	etcd                      connect.EtcdSecurity
 	apiTLS                    apitls.Files
+	mysqlTLS                  struct{ ca, cert, key string }
+	replTLS                   bool
+	replTLSFiles              mysqlctl.SourceTLS
 	kubeconfig                string
 	localAddr, user, pwFile   string
 	replPwFile                string
@@ -81,6 +85,13 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.pwFile, "mysql-password-file", "", "file holding the agent user's password")
 	fs.StringVar(&o.cfg.ReplicationUser, "replication-user", "repl", "user replicas replicate as")
 	fs.StringVar(&o.replPwFile, "replication-password-file", "", "file holding the replication user's password")
+	fs.StringVar(&o.mysqlTLS.ca, "mysql-tls-ca", "", "connect to mysqld (this member's and its peers') over TLS, verifying the server against this CA")
+	fs.StringVar(&o.mysqlTLS.cert, "mysql-tls-cert", "", "client certificate for mysqld connections (with --mysql-tls-key)")
+	fs.StringVar(&o.mysqlTLS.key, "mysql-tls-key", "", "key of --mysql-tls-cert")
+	fs.BoolVar(&o.replTLS, "replication-tls", false, "replicas connect to their source over TLS (MASTER_SSL / SOURCE_SSL)")
+	fs.StringVar(&o.replTLSFiles.CA, "replication-tls-ca", "", "with --replication-tls: CA, as a path on the replica's server, that verifies the source")
+	fs.StringVar(&o.replTLSFiles.Cert, "replication-tls-cert", "", "with --replication-tls: client certificate, a path on the replica's server")
+	fs.StringVar(&o.replTLSFiles.Key, "replication-tls-key", "", "with --replication-tls: its key, a path on the replica's server")
 	fs.DurationVar(&o.dialTimeout, "mysql-dial-timeout", time.Second, "connect timeout for mysqld, local and peers")
 	fs.StringVar(&o.cfg.ListenAddr, "listen", ":8008", "HTTP API listen address")
 	fs.StringVar(&o.apiTLS.Cert, "api-tls-cert", "", "serve the HTTP API over TLS with this certificate (with --api-tls-key); it also authenticates this member to its peers")
@@ -138,6 +149,12 @@ Flags:
 		}
 		o.cfg.APIURL = "https://" + strings.TrimPrefix(o.cfg.APIURL, "http://")
 	}
+	if o.replTLS {
+		files := o.replTLSFiles
+		o.cfg.ReplicationTLS = &files
+	} else if o.replTLSFiles != (mysqlctl.SourceTLS{}) {
+		return nil, errors.New("--replication-tls-ca/-cert/-key need --replication-tls")
+	}
 	if o.replPwFile != "" {
 		pw, err := os.ReadFile(o.replPwFile)
 		if err != nil {
@@ -190,11 +207,15 @@ func run(args []string) error {
 	}
 	defer closeDCS()
 
+	mysqlTLS, err := o.mysqlTLSConfig()
+	if err != nil {
+		return err
+	}
 	dial := func(ctx context.Context, addr string) (agent.Database, error) {
 		return mysqlctl.Connect(ctx, mysqlctl.Config{
 			Addr: addr, User: o.user, PasswordFile: o.pwFile, DialTimeout: o.dialTimeout,
 			ReadTimeout: 2 * o.cfg.Bootstrap.RetryTimeout, WriteTimeout: 2 * o.cfg.Bootstrap.RetryTimeout,
-			ReplicationUsers: []string{o.cfg.ReplicationUser},
+			ReplicationUsers: []string{o.cfg.ReplicationUser}, TLS: mysqlTLS,
 		})
 	}
 	serverTLS, err := o.apiTLS.Server()
@@ -231,6 +252,29 @@ func run(args []string) error {
 	defer srv.Close()
 	log.Info("agent started", zap.String("api", ln.Addr().String()), zap.String("dcs", o.dcsKind))
 	return a.Run(ctx)
+}
+
+// mysqlTLSConfig is the TLS of the agent's mysqld connections; nil
+// without --mysql-tls-ca.
+func (o *options) mysqlTLSConfig() (*tls.Config, error) {
+	t := o.mysqlTLS
+	if t.ca == "" {
+		if t.cert != "" || t.key != "" {
+			return nil, errors.New("--mysql-tls-cert/--mysql-tls-key need --mysql-tls-ca")
+		}
+		return nil, nil
+	}
+	pool, err := pemfiles.CAPool("--mysql-tls-ca", t.ca)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	if t.cert != "" || t.key != "" {
+		if cfg.Certificates, err = pemfiles.KeyPair("--mysql-tls-cert", "--mysql-tls-key", t.cert, t.key); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
 }
 
 // openDCS builds the configured DCS store and, on Kubernetes, the pod labeler.
