@@ -240,6 +240,14 @@ func (d *fakeDB) fail(err *error, f func()) error {
 	})
 }
 
+// isReadOnly reads readOnly under the lock, for tests that run the
+// watchdog goroutine.
+func (d *fakeDB) isReadOnly() bool {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	return d.readOnly
+}
+
 func (d *fakeDB) faultOf(err *error) error {
 	d.c.mu.Lock()
 	defer d.c.mu.Unlock()

@@ -463,11 +463,11 @@ func TestWatchdogFencesWhenTheLoopIsStuck(t *testing.T) {
 	waitUntil(t, func() bool { return h.clock.HasWaiters() })
 	h.clock.Step(2 * time.Second)
 	time.Sleep(20 * time.Millisecond)
-	if h.mysql.byName("db1").readOnly {
+	if h.mysql.byName("db1").isReadOnly() {
 		t.Fatal("fenced too early")
 	}
 	h.clock.Step(time.Second)
-	waitUntil(t, func() bool { return h.mysql.byName("db1").readOnly })
+	waitUntil(t, func() bool { return h.mysql.byName("db1").isReadOnly() })
 	if a.hasDeadline() {
 		t.Fatal("deadline not cleared after the watchdog fence")
 	}

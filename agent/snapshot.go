@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -126,15 +127,18 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 	// they lost it too.
 	suspect := !a.watch.lostSince.IsZero() && a.clock.Since(a.watch.lostSince) >= a.confirmWindow()
 	wantPeers := s.Leader == "" || s.LeaderExpired || s.Switchover != nil || stopping || promoting || suspect
-	var live map[string]*MemberStatus
+	// The agents' status over HTTP and, while we hold the lock, every
+	// peer's mysqld, both at once: a promotion waits up to retry_timeout
+	// for a probe's answer; a running primary's check for writable peers is
+	// best effort each iteration, on a short bound so that a hung peer does
+	// not delay the renewal that follows.
+	var (
+		live    map[string]*MemberStatus
+		fetched sync.WaitGroup
+	)
 	if wantPeers {
-		live = a.fetchPeers(ctx, cl)
+		fetched.Go(func() { live = a.fetchPeers(ctx, cl) })
 	}
-	s.LeaderConfirmedDead = suspect && a.confirmedDead(cl, live)
-	// While we hold the lock, every peer's mysqld is probed: a promotion
-	// waits up to retry_timeout for an answer; a running primary's check
-	// for writable peers is best effort each iteration, on a short bound
-	// so that a hung peer does not delay the renewal that follows.
 	if holding && localErr == nil {
 		bound := a.clusterConfig.RetryTimeout / 4
 		if promoting {
@@ -142,6 +146,8 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		}
 		o.peers = a.probePeers(ctx, cl, bound)
 	}
+	fetched.Wait()
+	s.LeaderConfirmedDead = suspect && a.confirmedDead(cl, live)
 	for _, st := range live {
 		// A member that joined after the leader lost the DCS is not in its
 		// member set and gets no failsafe request: the others' promises
