@@ -16,12 +16,15 @@ import (
 // A replica has a transaction of its own (written as root past read_only,
 // as a careless operator might). Its agent reports it errant, agentctl
 // status shows it, and when the primary's agent then dies the errant
-// replica is not a candidate: the clean one takes over. The errant member
-// is rebuilt afterwards by deleting its pod (its emptyDir goes with it).
+// replica is not a candidate: the lock goes to the clean replica, or back
+// to the old primary, whose agent the kubelet restarts within the ttl and
+// which races like everybody once its predecessor's lock expires (it has
+// every write; CI saw it win). The errant member is rebuilt afterwards by
+// deleting its pod (its emptyDir goes with it).
 func TestErrantReplicaExcluded(t *testing.T) {
 	scenario{
 		name:   "an errant replica excluded from candidacy",
-		leader: otherLeader,
+		leader: anyLeader,
 		inject: func(tr *trial) error {
 			errant := tr.replicas[0]
 			if err := writeErrant(tr, errant); err != nil {
@@ -34,10 +37,13 @@ func TestErrantReplicaExcluded(t *testing.T) {
 			return tr.killContainer(tr.primary, "agent")
 		},
 		verify: func(tr *trial, now corev1.Pod) error {
-			if tr.changedTo == tr.replicas[0].Name {
-				return fmt.Errorf("the errant replica %s took the lock", tr.changedTo)
+			if tr.changedTo == tr.replicas[0].Name || now.Name == tr.replicas[0].Name {
+				return fmt.Errorf("the errant replica %s took the lock", tr.replicas[0].Name)
 			}
-			return wantPrimary(now, tr.replicas[1].Name)
+			if now.Name != tr.primary.Name {
+				return wantPrimary(now, tr.replicas[1].Name)
+			}
+			return nil
 		},
 		repair: func(tr *trial) error {
 			return tr.c.client.CoreV1().Pods(namespace).Delete(context.Background(), tr.replicas[0].Name, metav1.DeleteOptions{})

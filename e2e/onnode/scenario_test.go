@@ -180,6 +180,11 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 		name, ph, err := c.awaitChange(ctx, old.Name, tr.at, wait, sc.leader == otherLeader)
 		if err != nil {
 			c.dump(ctx)
+			if sc.repair != nil {
+				// Leave the cluster repaired for the scenarios that follow.
+				tr.faults.HealAll()
+				sc.repair(tr)
+			}
 			t.Fatalf("%s trial %d: %v %v", sc.name, n, err, tr.problems())
 		}
 		r.ph, r.changed, tr.changedTo = ph, name != "", name
