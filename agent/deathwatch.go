@@ -130,9 +130,7 @@ func (a *Agent) takeOver(ctx context.Context, cl *dcs.Cluster, action failover.A
 		a.log.Warn("taking over the dead leader's lock failed", zap.Error(err))
 		return false
 	}
-	a.lastRenewStart = start
-	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))
-	a.metrics.IsLeader.Set(1)
+	a.heldFrom(start)
 	a.failoverFrom = &failoverStart{from: action.Target, detected: a.watch.lostSince, acquired: start}
 	a.metrics.Failovers.Inc()
 	a.log.Warn("took over the lock of a leader confirmed dead", zap.String("leader", action.Target))

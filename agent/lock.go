@@ -49,10 +49,17 @@ func (a *Agent) renew(ctx context.Context) bool {
 	}
 	a.dcsReached()
 	a.metrics.RenewLatency.Observe(a.clock.Since(start).Seconds())
+	a.heldFrom(start)
+	return true
+}
+
+// heldFrom records a successful acquisition, renewal or take-over of the
+// lock whose request started at start: we may write until start + ttl -
+// safety_margin.
+func (a *Agent) heldFrom(start time.Time) {
 	a.lastRenewStart = start
 	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))
 	a.metrics.IsLeader.Set(1)
-	return true
 }
 
 func (a *Agent) acquire(ctx context.Context) bool {
@@ -67,9 +74,7 @@ func (a *Agent) acquire(ctx context.Context) bool {
 		a.log.Info("did not win the leader lock", zap.Error(err))
 		return false
 	}
-	a.lastRenewStart = start
-	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))
-	a.metrics.IsLeader.Set(1)
+	a.heldFrom(start)
 	a.log.Info("won the leader lock")
 	return true
 }
