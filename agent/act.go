@@ -60,17 +60,19 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 			return false
 		}
 		if action.RenewOnly {
-			// A lock handed to us, or held from before: now that it is ours
+			// A lock held without a renewal of ours: now that it is ours
 			// to write under, decide again at once.
 			return !hadDeadline
 		}
 		a.fenceOthers(ctx, action.Fence, o.peers, "remote-writable")
 		a.steadyPrimary(ctx, o.obs)
 	case failover.Promote:
-		if !a.renewIfDue(ctx) {
-			return false
-		}
-		return a.promote(ctx, action, o)
+		// The promotion's steps before unfencing need no deadline: they
+		// run while the renewal is in flight (a hand-over's target has no
+		// deadline yet, and its first renewal would add to the write gap).
+		held := a.startRenewalIfDue(ctx)
+		redo = a.promote(ctx, action, o, held)
+		return held() && redo
 	case failover.Follow:
 		a.follow(ctx, o.cl, o.obs, action.Target)
 	case failover.Switchover:

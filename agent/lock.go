@@ -15,15 +15,30 @@ import (
 // renewIfDue renews the lock when half a loop_wait has passed since the last
 // renewal, or when we hold no deadline of our own yet.
 func (a *Agent) renewIfDue(ctx context.Context) bool {
+	return a.startRenewalIfDue(ctx)()
+}
+
+// startRenewalIfDue is renewIfDue with the DCS request in flight while the
+// caller goes on: the returned function waits for its answer and records
+// it, as renew does, and reports whether we hold the lock. Call it, on the
+// loop's goroutine, before anything that needs the deadline; later calls
+// return the same answer.
+func (a *Agent) startRenewalIfDue(ctx context.Context) (held func() bool) {
 	if a.clock.Since(a.lastRenewStart) < a.clusterConfig.LoopWait/2 && a.hasDeadline() {
-		return true
+		return func() bool { return true }
 	}
-	return a.renew(ctx)
+	return a.startRenewal(ctx)
 }
 
 // renew extends our lock. On success the deadline moves to start + ttl -
 // safety_margin, measured from the start of the request.
 func (a *Agent) renew(ctx context.Context) bool {
+	return a.startRenewal(ctx)()
+}
+
+// startRenewal sends a renewal and returns the function that waits for its
+// answer and records it (see startRenewalIfDue).
+func (a *Agent) startRenewal(ctx context.Context) (held func() bool) {
 	if a.failsafeActive {
 		// The DCS did not answer last time: ask the members first, so that
 		// a renewal that times out again does not eat up the deadline.
@@ -31,8 +46,22 @@ func (a *Agent) renew(ctx context.Context) bool {
 	}
 	start := a.clock.Now()
 	cctx, cancel := a.callCtx(ctx)
-	err := a.store.RenewLeader(cctx, a.clusterConfig.TTL)
-	cancel()
+	answer := make(chan error, 1)
+	go func(ttl time.Duration) {
+		defer cancel()
+		answer <- a.store.RenewLeader(cctx, ttl)
+	}(a.clusterConfig.TTL)
+	var done, ok bool
+	return func() bool {
+		if !done {
+			done, ok = true, a.renewed(ctx, start, <-answer)
+		}
+		return ok
+	}
+}
+
+// renewed records the answer to a renewal that started at start.
+func (a *Agent) renewed(ctx context.Context, start time.Time, err error) bool {
 	if err != nil {
 		a.metrics.RenewFailures.Inc()
 		a.metrics.DCSErrors.WithLabelValues("renew").Inc()

@@ -16,12 +16,14 @@ import (
 )
 
 // promote carries out one step of the promotion that failover.Decide chose
-// (the promotion protocol); act has renewed the lock, when due, just before.
+// (the promotion protocol), while act's renewal of the lock, when due, is in
+// flight: held waits for it, and reports whether we hold the lock.
 // Each step is idempotent and derived from what was observed this
 // iteration, so a crash at any line is repaired by the next attempt.
 //
-// When the action names receivers to stop or members to fence, it only
-// prepares, on the peers' mysqld, each step on all the named peers in
+// When the action names receivers to stop or members to fence, it waits
+// for the renewal (a member we would fence may hold the lock now), then
+// only prepares, on the peers' mysqld, each step on all the named peers in
 // parallel under one retry_timeout:
 //
 // 1. Stop the receiver of every peer still pulling from another source, so
@@ -43,10 +45,11 @@ import (
 //
 // Otherwise, with action.Unfence, it promotes our mysqld, steps 4 to 8
 // under one retry_timeout, stopping at the first step that fails (we stay
-// read-only, holding the lock, and the next iteration resumes):
+// read-only, holding the lock, and the next iteration resumes). Steps 3 to
+// 7 change only our own mysqld, and need no deadline:
 //
 // 3. Log and record an UnverifiedFence Event naming the members that could
-// not be reached, if any; drop the primary label of every other member.
+// not be reached, if any.
 //
 // 4. When our old source answered this iteration, fenced, its history is
 // final: take all of it before cutting the stream. Restart our replication
@@ -90,7 +93,9 @@ import (
 //	         SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'
 //	         SET GLOBAL rpl_semi_sync_master_enabled = ON
 //
-// 8. Become writable, only if the lock deadline leaves a retry_timeout:
+// 8. Wait for the renewal; only if we hold the lock, drop the primary label
+// of every other member, and become writable if the deadline leaves a
+// retry_timeout:
 //
 //	MySQL:   SET GLOBAL super_read_only = OFF; SET GLOBAL read_only = OFF
 //	MariaDB: SET GLOBAL read_only = OFF
@@ -98,8 +103,11 @@ import (
 // 9. Record a Promoted Event and label our pod primary; when we took the
 // lock from a lost leader, set the failover phase metrics and append a
 // failover history entry.
-func (a *Agent) promote(ctx context.Context, action failover.Action, o observed) (redo bool) {
+func (a *Agent) promote(ctx context.Context, action failover.Action, o observed, held func() bool) (redo bool) {
 	if len(action.StopReceivers) > 0 || len(action.Fence) > 0 {
+		if !held() {
+			return false // a member we would fence may be the holder now
+		}
 		stopped := a.onPeers(ctx, action.StopReceivers, o.peers, func(cctx context.Context, name string, p Database) error {
 			if err := p.StopReplicationIO(cctx); err != nil {
 				a.log.Warn("stopping a replica's receiver failed", zap.String("peer", name), zap.Error(err))
@@ -125,7 +133,6 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 		a.log.Warn("promoting with unverified members", zap.Strings("unverified", action.Unverified))
 		a.labeler.Event(ctx, a.self.Name, eventWarning, "UnverifiedFence", msg)
 	}
-	a.dropOtherPrimaryLabels(ctx, o.cl)
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	if set := a.fencedSourceExecuted(o); set != "" {
@@ -172,6 +179,11 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed)
 			return false
 		}
 	}
+	if !held() {
+		a.log.Warn("not unfencing: the lock's renewal failed")
+		return false
+	}
+	a.dropOtherPrimaryLabels(ctx, o.cl)
 	if !a.canWriteFor(a.clusterConfig.RetryTimeout) {
 		a.log.Warn("not unfencing: too close to the lock deadline")
 		return false

@@ -104,7 +104,9 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 	s.SwitchoverUnreadable = cl.Switchover != nil && cl.Switchover.Err != nil
 	s.Duplicate = a.duplicateIdentity(ctx, cl)
 
-	holding := s.Leader == a.self.Name && s.LeaderInstance == a.instance && !s.LeaderExpired && a.hasDeadline()
+	// A lock handed to us counts from the hand-over, before our first
+	// renewal: the promotion starts then, and must see the peers.
+	holding := s.Leader == a.self.Name && s.LeaderInstance == a.instance && !s.LeaderExpired
 	if holding && !(s.LocalWritable && s.LocalSource == "") {
 		if a.promotingSince.IsZero() {
 			a.promotingSince = now

@@ -33,7 +33,8 @@ const (
 	// fencing any other member that is writable (Action.Fence).
 	Lead
 	// Promote: renew the lock and run the promotion steps; mysqld becomes
-	// writable only when Action.Unfence says so.
+	// writable only when Action.Unfence says so, and only once the renewal
+	// has returned (the steps before it may run while it is in flight).
 	Promote
 	// Follow: be a read-only replica of Target (the lock holder).
 	Follow
@@ -243,9 +244,15 @@ func Decide(s Snapshot) Action {
 	}
 	if s.holdsLock() {
 		if s.Deadline.IsZero() {
-			// Held from before a self-fence: nobody else may take a valid
-			// lock, so renewing is safe, but writing waits for a deadline of
-			// our own.
+			// Handed to us, or held from before a self-fence: nobody else
+			// may take a valid lock, so renewing is safe, but writing waits
+			// for a deadline of our own. A promotion may start meanwhile:
+			// the agent unfences only once its renewal has returned.
+			if s.Initialized && !s.ShuttingDown {
+				if a := decideAsLeader(s); a.Kind == Promote {
+					return a
+				}
+			}
 			return Action{Kind: Lead, RenewOnly: true, Reason: "keep the lock: held without a renewal of ours: renew before writing"}
 		}
 		if !s.Initialized {
