@@ -393,7 +393,13 @@ func (c *Cluster) EnsureTable(primary *Member, skip ...*Member) {
 // other live member has applied it.
 func (c *Cluster) WriteAndReplicate(primary *Member, tag string, skip ...*Member) {
 	c.tb.Helper()
-	if err := primary.Write(tag); err != nil {
+	err := primary.Write(tag)
+	for i := 0; i < 3 && errors.Is(err, mysql.ErrInvalidConn); i++ {
+		// A pooled session the agent killed (every fence does): an
+		// application reconnects, and so do we.
+		err = primary.Write(tag)
+	}
+	if err != nil {
 		c.tb.Fatalf("writing %q on primary %s as the application user: %v\n%s", tag, primary.Name, err, c.describe())
 	}
 	for _, m := range c.Others(append(skip, primary)...) {
