@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
 
 	"github.com/mysqlha/mysqlha/agent"
 	"github.com/mysqlha/mysqlha/agent/podrole"
@@ -168,17 +168,6 @@ Flags:
 	return o, nil
 }
 
-func newLogger(level string) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(lvl)
-	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	return zc.Build()
-}
-
 func run(args []string) error {
 	o, err := parseFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -193,6 +182,8 @@ func run(args []string) error {
 	}
 	defer log.Sync()
 	log = log.With(zap.String("cluster", o.cfg.Cluster), zap.String("member", o.cfg.Name))
+	routeKlog(log)
+	defer klog.ClearLogger()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

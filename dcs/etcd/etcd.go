@@ -167,8 +167,8 @@ func New(opts Options) (*Store, error) {
 	s := &Store{
 		cli: opts.Client, prefix: opts.Prefix + "/" + opts.Cluster + "/",
 		cluster: opts.Cluster, name: o.Member, instance: o.Instance, clock: o.Clock,
-		log: o.Logger.Named("dcs-etcd").With(zap.String("cluster", opts.Cluster), zap.String("member", o.Member),
-			zap.String("instance", o.Instance)),
+		// The caller's logger names the cluster and member once.
+		log:       o.Logger.Named("dcs-etcd").With(zap.String("instance", o.Instance)),
 		memberTTL: o.MemberTTL, memberRefresh: o.MemberRefresh,
 		changes: make(chan struct{}, 1), syncedCh: make(chan struct{}),
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),

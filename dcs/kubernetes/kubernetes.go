@@ -210,8 +210,8 @@ func New(opts Options) (*Store, error) {
 		ns:     opts.Namespace, cluster: opts.Cluster, name: o.Member, instance: o.Instance,
 		leaderName: opts.Cluster + "-leader", stateName: opts.Cluster + "-state", mpref: opts.Cluster + "-member-",
 		labels: lbls, clock: o.Clock,
-		log: o.Logger.Named("dcs-kubernetes").With(zap.String("namespace", opts.Namespace),
-			zap.String("cluster", opts.Cluster), zap.String("member", o.Member), zap.String("instance", o.Instance)),
+		// The caller's logger names the cluster and member once.
+		log:       o.Logger.Named("dcs-kubernetes").With(zap.String("namespace", opts.Namespace), zap.String("instance", o.Instance)),
 		memberTTL: o.MemberTTL, memberRefresh: o.MemberRefresh,
 		changes: make(chan struct{}, 1), done: make(chan struct{}),
 		objs: map[string]entry{}, lastConfig: dcs.DefaultConfig(),

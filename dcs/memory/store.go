@@ -72,8 +72,8 @@ func (srv *Server) NewStore(opts Options) (*Store, error) {
 	}
 	s := &Store{
 		srv: srv, name: o.Member, instance: o.Instance, clock: o.Clock,
-		log: o.Logger.Named("dcs-memory").With(zap.String("cluster", srv.cluster), zap.String("member", o.Member),
-			zap.String("instance", o.Instance)),
+		// The caller's logger names the cluster and member once.
+		log:       o.Logger.Named("dcs-memory").With(zap.String("instance", o.Instance)),
 		memberTTL: o.MemberTTL, memberRefresh: o.MemberRefresh,
 		changes: make(chan struct{}, 1),
 		obs:     map[string]observation{},
