@@ -162,6 +162,7 @@ func (v StatusView) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "Paused: %s   Pending switchover: %s\n", paused, pending)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tROLE\tSTATE\tLAG(s)\tLAG(tx)\tGTID\tTAGS")
+	cutAny := false
 	for _, m := range v.Members {
 		lagS, lagT := "-", "-"
 		if m.LagSeconds != nil {
@@ -170,10 +171,30 @@ func (v StatusView) WriteTable(w io.Writer) {
 		if m.LagTransactions != nil {
 			lagT = fmt.Sprint(*m.LagTransactions)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Role, m.State, lagS, lagT, m.GTID, m.Tags)
+		state, tags := cut(m.State), cut(m.Tags)
+		if state != m.State || tags != m.Tags {
+			cutAny = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Role, state, lagS, lagT, m.GTID, tags)
 	}
 	tw.Flush()
+	if cutAny {
+		fmt.Fprintln(w, "(cut to fit: `agentctl describe MEMBER` or -o json shows it whole)")
+	}
 	for _, p := range v.Problems {
 		fmt.Fprintf(w, "warning: %s\n", p)
 	}
+}
+
+// cellWidth bounds the free-text cells of the status table (a replication
+// error, a stalled primary's reason), so a row fits a terminal.
+const cellWidth = 48
+
+// cut shortens s to cellWidth runes, ending in "...".
+func cut(s string) string {
+	r := []rune(s)
+	if len(r) <= cellWidth {
+		return s
+	}
+	return string(r[:cellWidth-3]) + "..."
 }
