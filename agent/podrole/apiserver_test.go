@@ -116,7 +116,7 @@ func labeler(t *testing.T, client kubernetes.Interface, ns string, keys podrole.
 	if logger == nil {
 		logger = zaptest.NewLogger(t)
 	}
-	l, err := podrole.NewLabeler(client.CoreV1(), ns, keys, "db-0", logger)
+	l, err := podrole.NewLabeler(podrole.Client{Pods: client.CoreV1().Pods(ns), Events: client.CoreV1().Events(ns)}, ns, keys, "db-0", logger)
 	if err != nil {
 		t.Fatalf("NewLabeler: %v", err)
 	}
@@ -374,7 +374,8 @@ func (e *env) testCloseFlushesEvents(t *testing.T) {
 	t.Parallel()
 	ns := e.namespace(t)
 	e.pod(t, ns, "db-0", nil)
-	l, err := podrole.NewLabeler(e.admin.CoreV1(), ns, podrole.LabelKeys{}, "db-1", zaptest.NewLogger(t))
+	l, err := podrole.NewLabeler(podrole.Client{Pods: e.admin.CoreV1().Pods(ns), Events: e.admin.CoreV1().Events(ns)}, ns,
+		podrole.LabelKeys{}, "db-1", zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

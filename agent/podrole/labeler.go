@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/mysqlha/mysqlha/dcs"
@@ -111,14 +110,23 @@ func (k LabelKeys) Validate() error {
 	return nil
 }
 
-// Client is the part of client-go the Labeler uses; a clientset's CoreV1()
-// satisfies it.
-type Client interface {
-	corev1client.PodsGetter
-	corev1client.EventsGetter
+// Client is the API the Labeler uses, in its namespace: internal/kubeclient's
+// Pods and Events, or a clientset's CoreV1().Pods(ns) and .Events(ns).
+type Client struct {
+	Pods   PodClient
+	Events EventClient
 }
 
-var _ Client = corev1client.CoreV1Interface(nil)
+// PodClient reads and patches pods, with client-go's typed signatures.
+type PodClient interface {
+	Get(ctx context.Context, name string, o metav1.GetOptions) (*corev1.Pod, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions, subresources ...string) (*corev1.Pod, error)
+}
+
+// EventClient creates Events, with client-go's typed signature.
+type EventClient interface {
+	Create(ctx context.Context, ev *corev1.Event, o metav1.CreateOptions) (*corev1.Event, error)
+}
 
 // Option configures NewLabeler.
 type Option func(*settings)
@@ -153,8 +161,8 @@ func defaultSettings() settings {
 // records Events about them. It is safe for concurrent use. Close it to flush
 // queued Events.
 type Labeler struct {
-	pods      corev1client.PodInterface
-	events    corev1client.EventInterface
+	pods      PodClient
+	events    EventClient
 	namespace string
 	keys      LabelKeys
 	reporter  string
@@ -184,8 +192,8 @@ func NewLabeler(client Client, namespace string, keys LabelKeys, reporter string
 }
 
 func newLabeler(client Client, namespace string, keys LabelKeys, reporter string, logger *zap.Logger, s settings) (*Labeler, error) {
-	if client == nil {
-		return nil, errors.New("podrole: nil client")
+	if client.Pods == nil || client.Events == nil {
+		return nil, errors.New("podrole: nil pod or event client")
 	}
 	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
 		return nil, fmt.Errorf("podrole: invalid namespace %q: %s", namespace, strings.Join(errs, "; "))
@@ -205,8 +213,8 @@ func newLabeler(client Client, namespace string, keys LabelKeys, reporter string
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Labeler{
-		pods:      client.Pods(namespace),
-		events:    client.Events(namespace),
+		pods:      client.Pods,
+		events:    client.Events,
 		namespace: namespace,
 		keys:      keys.withDefaults(),
 		reporter:  reporter,

@@ -99,7 +99,7 @@ func TestLabelKeysValidate(t *testing.T) {
 }
 
 func TestNewLabelerRejectsBadConfig(t *testing.T) {
-	c := fake.NewClientset().CoreV1()
+	c := clientOf(fake.NewClientset(), "ns")
 	for _, tc := range []struct {
 		name      string
 		client    Client
@@ -108,7 +108,7 @@ func TestNewLabelerRejectsBadConfig(t *testing.T) {
 		reporter  string
 		wantErr   string
 	}{
-		{"nil client", nil, "ns", LabelKeys{}, "db-0", "nil client"},
+		{"nil client", Client{}, "ns", LabelKeys{}, "db-0", "nil pod or event client"},
 		{"bad namespace", c, "Bad_NS", LabelKeys{}, "db-0", `invalid namespace "Bad_NS"`},
 		{"empty namespace", c, "", LabelKeys{}, "db-0", `invalid namespace ""`},
 		{"bad key", c, "ns", LabelKeys{Role: "no spaces"}, "db-0", `invalid role label key "no spaces"`},
@@ -133,7 +133,7 @@ func newFakeLabeler(t *testing.T, objs ...*corev1.Pod) (*Labeler, *fake.Clientse
 			t.Fatal(err)
 		}
 	}
-	l, err := NewLabeler(cs.CoreV1(), "ns", LabelKeys{}, "db-0", zap.NewNop())
+	l, err := NewLabeler(clientOf(cs, "ns"), "ns", LabelKeys{}, "db-0", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +216,11 @@ func TestTruncate(t *testing.T) {
 // hangingClient returns a clientset whose API server accepts connections but
 // never answers until the request is cancelled: an unreachable API server
 // from the Event writer's point of view.
+// clientOf is the Labeler's client from a clientset (a fake one, here).
+func clientOf(cs kubernetes.Interface, ns string) Client {
+	return Client{Pods: cs.CoreV1().Pods(ns), Events: cs.CoreV1().Events(ns)}
+}
+
 func hangingClient(t *testing.T) kubernetes.Interface {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -235,7 +240,7 @@ func TestEventNeverBlocksAndCloseIsBounded(t *testing.T) {
 	s.eventTimeout = 10 * time.Second // longer than closeTimeout: Close must abort it
 	s.closeTimeout = 200 * time.Millisecond
 	s.queueSize = 1
-	l, err := newLabeler(hangingClient(t).CoreV1(), "ns", LabelKeys{}, "db-0", zap.New(core), s)
+	l, err := newLabeler(clientOf(hangingClient(t), "ns"), "ns", LabelKeys{}, "db-0", zap.New(core), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +288,7 @@ func TestEventNeverBlocksAndCloseIsBounded(t *testing.T) {
 func TestEventRejectsBadInput(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	cs := fake.NewClientset()
-	l, err := NewLabeler(cs.CoreV1(), "ns", LabelKeys{}, "db-0", zap.New(core))
+	l, err := NewLabeler(clientOf(cs, "ns"), "ns", LabelKeys{}, "db-0", zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}

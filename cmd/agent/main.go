@@ -280,7 +280,8 @@ func openDCS(o *options, log *zap.Logger) (agent.Store, agent.Labeler, func(), e
 	if conn.Kube == nil || !o.labelPods {
 		return conn.Store, nil, conn.Close, nil
 	}
-	l, err := podrole.NewLabeler(conn.Kube.CoreV1(), o.namespace, podrole.LabelKeys{}, o.cfg.Name, log.Named("podrole"))
+	client := podrole.Client{Pods: conn.Kube.Pods(o.namespace), Events: conn.Kube.Events(o.namespace)}
+	l, err := podrole.NewLabeler(client, o.namespace, podrole.LabelKeys{}, o.cfg.Name, log.Named("podrole"))
 	if err != nil {
 		conn.Close()
 		return nil, nil, nil, err

@@ -12,13 +12,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mysqlha/mysqlha/dcs"
 	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
 	dcskube "github.com/mysqlha/mysqlha/dcs/kubernetes"
+	"github.com/mysqlha/mysqlha/internal/kubeclient"
 )
 
 // Settings select and address the backend.
@@ -43,11 +43,11 @@ type Settings struct {
 	Timeout time.Duration
 }
 
-// Conn is an open DCS store and, on Kubernetes, the clientset it came from.
+// Conn is an open DCS store and, on Kubernetes, the client it came from.
 type Conn struct {
 	Store dcs.Store
 	// Kube is nil for etcd.
-	Kube  kubernetes.Interface
+	Kube  *kubeclient.Client
 	close func()
 }
 
@@ -101,11 +101,11 @@ func Open(s Settings, log *zap.Logger) (*Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		kube, err := kubernetes.NewForConfig(cfg)
+		kube, err := kubeclient.New(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("building the Kubernetes client: %w", err)
 		}
-		store, err := dcskube.New(dcskube.Options{Leases: kube.CoordinationV1(), Namespace: s.Namespace,
+		store, err := dcskube.New(dcskube.Options{Leases: kube.Leases(s.Namespace), Namespace: s.Namespace,
 			Cluster: s.Cluster, Member: s.Member, Instance: s.Instance, Logger: log.Named("dcs")})
 		if err != nil {
 			return nil, err

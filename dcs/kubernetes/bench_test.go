@@ -57,7 +57,7 @@ func countingConfig(api *kubetest.APIServer, n *atomic.Int64) *rest.Config {
 }
 
 func benchStore(b *testing.B, cfg *rest.Config, cluster, member string, clk *clocktesting.FakeClock) *k8sdcs.Store {
-	opts := k8sdcs.Options{Leases: clientset(b, cfg).CoordinationV1(), Namespace: benchNS, Cluster: cluster, Member: member}
+	opts := k8sdcs.Options{Leases: clientset(b, cfg).CoordinationV1().Leases(benchNS), Namespace: benchNS, Cluster: cluster, Member: member}
 	if clk != nil {
 		opts.Clock = clk
 	}

@@ -77,7 +77,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -117,12 +117,26 @@ func RBACRules() []rbacv1.PolicyRule {
 	}}
 }
 
+// LeaseClient is the Lease API of one namespace, with the signatures of
+// client-go's typed LeaseInterface, which satisfies it as
+// internal/kubeclient's Leases does.
+type LeaseClient interface {
+	Get(ctx context.Context, name string, o metav1.GetOptions) (*coordinationv1.Lease, error)
+	List(ctx context.Context, o metav1.ListOptions) (*coordinationv1.LeaseList, error)
+	Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error)
+	Create(ctx context.Context, l *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error)
+	Delete(ctx context.Context, name string, o metav1.DeleteOptions) error
+}
+
 // Options configure a Store.
 type Options struct {
-	// Leases is the only client the store needs (e.g. a clientset's
-	// CoordinationV1()). Prefer a rest.Config with the protobuf content
-	// type: watch events are then cheaper to decode (see BenchmarkKubernetes).
-	Leases coordinationclient.LeasesGetter
+	// Leases is the only client the store needs: the Lease API of
+	// Namespace (internal/kubeclient's, or a clientset's
+	// CoordinationV1().Leases(Namespace)). Prefer a rest.Config with the
+	// protobuf content type: watch events are then cheaper to decode (see
+	// BenchmarkKubernetes).
+	Leases LeaseClient
 	// Namespace holds the cluster's objects.
 	Namespace string
 	// Cluster and Member name this store (both required).
@@ -148,7 +162,7 @@ type Options struct {
 
 // Store is one member's view of one cluster in Kubernetes.
 type Store struct {
-	leases                       coordinationclient.LeaseInterface
+	leases                       LeaseClient
 	ns, cluster, name, instance  string
 	leaderName, stateName, mpref string
 	labels                       map[string]string
@@ -206,7 +220,7 @@ func New(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: labels: %v", dcs.ErrInvalid, err)
 	}
 	s := &Store{
-		leases: opts.Leases.Leases(opts.Namespace),
+		leases: opts.Leases,
 		ns:     opts.Namespace, cluster: opts.Cluster, name: o.Member, instance: o.Instance,
 		leaderName: opts.Cluster + "-leader", stateName: opts.Cluster + "-state", mpref: opts.Cluster + "-member-",
 		labels: lbls, clock: o.Clock,

@@ -45,7 +45,7 @@ func clientset(t testing.TB, cfg *rest.Config) kubernetes.Interface {
 func newStore(t testing.TB, cfg *rest.Config, ns, cluster, member string, clk *clocktesting.FakeClock) *k8sdcs.Store {
 	t.Helper()
 	s, err := k8sdcs.New(k8sdcs.Options{
-		Leases: clientset(t, cfg).CoordinationV1(), Namespace: ns, Cluster: cluster, Member: member,
+		Leases: clientset(t, cfg).CoordinationV1().Leases(ns), Namespace: ns, Cluster: cluster, Member: member,
 		Clock: clk, MemberTTL: memberTTL, MemberRefresh: memberRefresh,
 	})
 	if err != nil {
@@ -97,7 +97,7 @@ func factory(cfg *rest.Config, ns string) dcstest.Factory {
 // TestNewRejectsBadInstance: Options.Instance is checked before anything
 // else happens; an empty one is drawn at random. No API server needed.
 func TestNewRejectsBadInstance(t *testing.T) {
-	leases := clientset(t, closedPortConfig(t)).CoordinationV1()
+	leases := clientset(t, closedPortConfig(t)).CoordinationV1().Leases("ns")
 	for _, inst := range []string{"UPPER", "a/b", "a b", "a_b", strings.Repeat("a", dcs.MaxInstanceLen+1)} {
 		_, err := k8sdcs.New(k8sdcs.Options{Leases: leases, Namespace: "ns", Cluster: "c", Member: "m0", Instance: inst})
 		if !errors.Is(err, dcs.ErrInvalid) || !strings.Contains(err.Error(), "leave Instance empty") {
