@@ -68,9 +68,20 @@ type options struct {
 
 func parseFlags(args []string) (*options, error) {
 	o := &options{}
+	b := dcs.DefaultConfig()
+	fs := defineFlags(o, &b)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return o.finish(fs, b)
+}
+
+// defineFlags defines every flag of the agent on a new flag set, bound to o
+// and, for the bootstrap cluster config, to b. The README's flag reference
+// is rendered from it (TestREADMEFlags).
+func defineFlags(o *options, b *dcs.Config) *flag.FlagSet {
 	fs := flag.NewFlagSet("mysqlha-agent", flag.ContinueOnError)
 	podIP := env("POD_IP", "127.0.0.1")
-	b := dcs.DefaultConfig()
 	fs.StringVar(&o.cfg.Cluster, "cluster", env("MYSQLHA_CLUSTER", ""), "cluster name (env MYSQLHA_CLUSTER)")
 	fs.StringVar(&o.cfg.Name, "name", env("POD_NAME", ""), "this member's name, the pod name (env POD_NAME)")
 	fs.StringVar(&o.namespace, "namespace", env("POD_NAMESPACE", "default"), "Kubernetes namespace (env POD_NAMESPACE)")
@@ -129,9 +140,11 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
+	return fs
+}
+
+// finish checks the parsed flags and derives the agent's config from them.
+func (o *options) finish(fs *flag.FlagSet, b dcs.Config) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q; all settings are flags", fs.Args())
 	}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/internal/readmetest"
+)
+
+// TestREADMEFlags keeps the README's flag reference equal to the agent's
+// flags (-update-readme rewrites it).
+func TestREADMEFlags(t *testing.T) {
+	// Defaults from the downward API render as the variable they come from.
+	t.Setenv("POD_IP", "$POD_IP")
+	for _, v := range []string{"POD_NAME", "POD_NAMESPACE", "MYSQLHA_CLUSTER", "MYSQLHA_DCS", "MYSQLHA_ETCD_ENDPOINTS",
+		"KUBECONFIG", "MYSQLHA_ADVERTISE_MYSQL_ADDR", "MYSQLHA_ADVERTISE_API_URL"} {
+		t.Setenv(v, "")
+	}
+	b := dcs.DefaultConfig()
+	readmetest.Section(t, "agent-flags", flagTable(defineFlags(&options{}, &b)))
+}
+
+func flagTable(fs *flag.FlagSet) string {
+	var sb strings.Builder
+	sb.WriteString("| flag | default | meaning |\n|---|---|---|\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if def != "" {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&sb, "| `--%s` | %s | %s |\n", f.Name, def, strings.ReplaceAll(f.Usage, "|", `\|`))
+	})
+	return sb.String()
+}
