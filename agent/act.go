@@ -19,10 +19,10 @@ const (
 func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (redo bool) {
 	switch action.Kind {
 	case failover.FenceSelf:
-		a.fenceSelf(ctx, "self", action.Reason)
+		a.fenceSelf(ctx, fenceKindSelf, action.Reason)
 	case failover.Refuse:
 		if o.localErr == nil && o.obs.Status.Writable() || a.hasDeadline() { // fenced already otherwise
-			a.fenceSelf(ctx, "duplicate", action.Reason)
+			a.fenceSelf(ctx, fenceKindDuplicate, action.Reason)
 		}
 	case failover.KillLocal:
 		return a.killLocal(ctx, action.Reason)
@@ -64,7 +64,7 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 			// to write under, decide again at once.
 			return !hadDeadline
 		}
-		a.fenceOthers(ctx, action.Fence, o.peers, "remote-writable")
+		a.fenceOthers(ctx, action.Fence, o.peers, fenceKindRemoteWritable)
 		a.steadyPrimary(ctx, o.obs)
 	case failover.Promote:
 		// The promotion's steps before unfencing need no deadline: they

@@ -270,7 +270,7 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 	}()
 	// A holder that wakes past its deadline fences before any other I/O.
 	if a.pastDeadline() {
-		a.fenceSelf(ctx, "self-deadline", "lock deadline passed without a renewal")
+		a.fenceSelf(ctx, fenceKindSelfDeadline, "lock deadline passed without a renewal")
 	}
 
 	a.ensureLocal(ctx)
@@ -280,7 +280,7 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 	cl, err := a.store.Cluster(cctx)
 	cancel()
 	if err != nil {
-		a.metrics.DCSErrors.WithLabelValues("read").Inc()
+		a.metrics.dcsFailed(dcsOpRead)
 		a.log.Warn("reading the DCS failed", zap.Error(err))
 		// Without a snapshot we cannot decide, but we can keep a lock we hold;
 		// if that fails too, the watchdog fences at the deadline.

@@ -89,7 +89,7 @@ func (a *Agent) watchdog(ctx context.Context) {
 }
 
 func (a *Agent) watchdogFence(ctx context.Context) {
-	a.metrics.FencingActions.WithLabelValues("self-deadline").Inc()
+	a.metrics.fenced(fenceKindSelfDeadline)
 	a.log.Warn("lock deadline passed without a renewal: fencing mysqld")
 	cctx, cancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout)
 	defer cancel()

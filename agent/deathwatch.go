@@ -126,7 +126,7 @@ func (a *Agent) takeOver(ctx context.Context, cl *dcs.Cluster, action failover.A
 	err := a.store.TakeOverLeader(cctx, cl.Leader.Version, a.clusterConfig.TTL)
 	cancel()
 	if err != nil {
-		a.metrics.DCSErrors.WithLabelValues("take-over").Inc()
+		a.metrics.dcsFailed(dcsOpTakeOver)
 		a.log.Warn("taking over the dead leader's lock failed", zap.Error(err))
 		return false
 	}

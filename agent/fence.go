@@ -49,8 +49,8 @@ import (
 //
 // 4. If we were leading or primary, log it and record a Fenced Event; drop
 // our pod's role label (dcs.RoleUnknown).
-func (a *Agent) fenceSelf(ctx context.Context, kind, reason string) error {
-	a.metrics.FencingActions.WithLabelValues(kind).Inc()
+func (a *Agent) fenceSelf(ctx context.Context, kind fenceKind, reason string) error {
+	a.metrics.fenced(kind)
 	a.metrics.IsLeader.Set(0)
 	if a.db == nil {
 		a.log.Error("cannot fence: local mysqld not connected", zap.String("reason", reason))
@@ -93,15 +93,15 @@ func (a *Agent) fenceAndKill(ctx context.Context, db Peer) error {
 //
 //	MySQL:   SET GLOBAL super_read_only = ON; KILL CONNECTION id ...
 //	MariaDB: SET GLOBAL read_only = ON; KILL HARD CONNECTION id ...
-func (a *Agent) fenceOthers(ctx context.Context, names []string, peers map[string]peerProbe, kind string) bool {
+func (a *Agent) fenceOthers(ctx context.Context, names []string, peers map[string]peerProbe, kind fenceKind) bool {
 	return a.onPeers(ctx, names, peers, func(cctx context.Context, name string, p Database) error {
 		if err := a.fenceAndKill(cctx, p); err != nil {
 			a.log.Error("fencing a writable member failed", zap.String("peer", name), zap.Error(err))
 			a.labeler.Event(ctx, a.self.Name, eventWarning, "FenceFailed", fmt.Sprintf("could not fence writable member %s: %v", name, err))
 			return err
 		}
-		a.metrics.FencingActions.WithLabelValues(kind).Inc()
-		a.log.Warn("fenced a writable member", zap.String("peer", name), zap.String("kind", kind))
+		a.metrics.fenced(kind)
+		a.log.Warn("fenced a writable member", zap.String("peer", name), zap.Stringer("kind", kind))
 		a.labeler.Event(ctx, a.self.Name, eventWarning, "FencedPeer", fmt.Sprintf("fenced %s, which was writable without the lock", name))
 		return nil
 	})
@@ -121,7 +121,7 @@ func (a *Agent) killLocal(ctx context.Context, reason string) (redo bool) {
 		a.log.Error("killing the hung local mysqld failed; keeping the lock until it answers", zap.String("pid_file", a.pidFile), zap.Error(err))
 		return false
 	}
-	a.metrics.FencingActions.WithLabelValues("kill-hung").Inc()
+	a.metrics.fenced(fenceKindKillHung)
 	a.log.Warn("killed the hung local mysqld", zap.Int("pid", pid), zap.String("reason", reason))
 	a.labeler.Event(ctx, a.self.Name, eventWarning, "KilledHungMySQL", fmt.Sprintf("killed mysqld (pid %d): %s", pid, reason))
 	return true

@@ -64,10 +64,10 @@ func (a *Agent) startRenewal(ctx context.Context) (held func() bool) {
 func (a *Agent) renewed(ctx context.Context, start time.Time, err error) bool {
 	if err != nil {
 		a.metrics.RenewFailures.Inc()
-		a.metrics.DCSErrors.WithLabelValues("renew").Inc()
+		a.metrics.dcsFailed(dcsOpRenew)
 		if errors.Is(err, dcs.ErrNotLeader) {
 			a.log.Warn("lost the leader lock", zap.Error(err))
-			a.fenceSelf(ctx, "self", "lost the leader lock")
+			a.fenceSelf(ctx, fenceKindSelf, "lost the leader lock")
 			return false
 		}
 		a.log.Warn("renewing the leader lock failed", zap.Error(err))
@@ -84,8 +84,9 @@ func (a *Agent) renewed(ctx context.Context, start time.Time, err error) bool {
 
 // heldFrom records a successful acquisition, renewal or take-over of the
 // lock whose request started at start: we may write until start + ttl -
-// safety_margin.
+// safety_margin. Each is a DCS write that succeeded.
 func (a *Agent) heldFrom(start time.Time) {
+	a.metrics.dcsSucceeded(a.clock.Now())
 	a.lastRenewStart = start
 	a.setDeadline(start.Add(a.clusterConfig.TTL - a.clusterConfig.SafetyMargin))
 	a.metrics.IsLeader.Set(1)
@@ -98,7 +99,7 @@ func (a *Agent) acquire(ctx context.Context) bool {
 	cancel()
 	if err != nil {
 		if !errors.Is(err, dcs.ErrHeld) && !errors.Is(err, dcs.ErrConflict) {
-			a.metrics.DCSErrors.WithLabelValues("acquire").Inc()
+			a.metrics.dcsFailed(dcsOpAcquire)
 		}
 		a.log.Info("did not win the leader lock", zap.Error(err))
 		return false
@@ -112,7 +113,7 @@ func (a *Agent) release(ctx context.Context, reason string, unfenced bool) {
 	if a.hasDeadline() && !unfenced {
 		// Giving the lock up lets another member promote at once: only when
 		// our mysqld is read-only or provably not running.
-		if err := a.fenceSelf(ctx, "self", reason); err != nil && !errors.Is(err, mysqlctl.ErrDown) {
+		if err := a.fenceSelf(ctx, fenceKindSelf, reason); err != nil && !errors.Is(err, mysqlctl.ErrDown) {
 			a.log.Error("not releasing the leader lock: mysqld could not be fenced and is not known to be down", zap.Error(err))
 			return
 		}
@@ -122,7 +123,7 @@ func (a *Agent) release(ctx context.Context, reason string, unfenced bool) {
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	if err := a.store.ReleaseLeader(cctx); err != nil && !errors.Is(err, dcs.ErrNotLeader) {
-		a.metrics.DCSErrors.WithLabelValues("release").Inc()
+		a.metrics.dcsFailed(dcsOpRelease)
 		a.log.Warn("releasing the leader lock failed", zap.Error(err))
 		return
 	}

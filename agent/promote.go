@@ -113,10 +113,10 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed,
 				a.log.Warn("stopping a replica's receiver failed", zap.String("peer", name), zap.Error(err))
 				return err
 			}
-			a.metrics.FencingActions.WithLabelValues("replica-receiver").Inc()
+			a.metrics.fenced(fenceKindReplicaReceiver)
 			return nil
 		})
-		fenced := a.fenceOthers(ctx, action.Fence, o.peers, "remote-source")
+		fenced := a.fenceOthers(ctx, action.Fence, o.peers, fenceKindRemoteSource)
 		if !stopped || !fenced {
 			a.log.Error("promotion stopped: a reachable member could not be stopped or fenced; keeping the lock read-only and retrying",
 				zap.Strings("fence", action.Fence), zap.Strings("stop_receivers", action.StopReceivers))
@@ -245,11 +245,9 @@ func (a *Agent) recordFailover(ctx context.Context, writable time.Time) {
 		return
 	}
 	routed := a.clock.Now()
-	if !f.detected.IsZero() {
-		a.metrics.LastFailoverPhase.WithLabelValues("detect").Set(f.acquired.Sub(f.detected).Seconds())
-	}
-	a.metrics.LastFailoverPhase.WithLabelValues("promote").Set(writable.Sub(f.acquired).Seconds())
-	a.metrics.LastFailoverPhase.WithLabelValues("route").Set(routed.Sub(writable).Seconds())
+	a.metrics.setFailoverPhase(phaseDetect, f.acquired.Sub(f.detected), !f.detected.IsZero())
+	a.metrics.setFailoverPhase(phasePromote, writable.Sub(f.acquired), true)
+	a.metrics.setFailoverPhase(phaseRoute, routed.Sub(writable), true)
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	err := a.store.AppendHistory(cctx, dcs.HistoryEntry{Kind: dcs.HistoryFailover, From: f.from, To: a.self.Name,

@@ -49,17 +49,21 @@ func (a *Agent) observeLocal(ctx context.Context) (mysqlctl.Observation, error) 
 		return obs, err
 	}
 	a.pidFile = obs.Status.PIDFile
-	if r := obs.Replica; r != nil && r.SecondsBehind != nil && r.IOThread == mysqlctl.ThreadRunning {
-		lag := time.Duration(*r.SecondsBehind) * time.Second
-		a.lastLag = &lag
-		a.metrics.LagSeconds.Set(lag.Seconds())
-	} else if r == nil {
+	if r := obs.Replica; r == nil {
 		a.lastLag = nil
-		a.metrics.LagSeconds.Set(0)
-	} else {
-		a.metrics.LagSeconds.Set(-1)
+	} else if lag, ok := knownLag(r); ok {
+		a.lastLag = &lag
 	}
 	return obs, nil
+}
+
+// knownLag is the replica's delay, known only while its receiver runs: a
+// stopped or reconnecting one reports a stale or no Seconds_Behind_Source.
+func knownLag(r *mysqlctl.ReplicaStatus) (time.Duration, bool) {
+	if r.SecondsBehind == nil || r.IOThread != mysqlctl.ThreadRunning {
+		return 0, false
+	}
+	return time.Duration(*r.SecondsBehind) * time.Second, true
 }
 
 // snapshot assembles what failover.Decide needs. It probes the peers'

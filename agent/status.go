@@ -128,6 +128,8 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 		SemiSync: a.semiSyncState(obs, localErr), FailsafePromise: a.promisedLeader(), LeaderLost: a.leaderLost(),
 	}
 	a.metrics.setSemiSync(st.SemiSync)
+	a.metrics.setLocal(obs, localErr, a.errant != "")
+	a.metrics.setCluster(cl, a.clusterConfig.Paused)
 	if localErr != nil {
 		st.Error = localErr.Error()
 	}
@@ -198,26 +200,29 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	if err := a.store.UpdateMember(cctx, m); err != nil {
-		a.metrics.DCSErrors.WithLabelValues("member").Inc()
+		a.metrics.dcsFailed(dcsOpMember)
 		a.log.Warn("publishing the member record failed", zap.Error(err))
+	} else {
+		a.metrics.dcsSucceeded(a.clock.Now())
 	}
 	a.updateLagTransactions(cl, st)
 }
 
 func (a *Agent) updateLagTransactions(cl *dcs.Cluster, st MemberStatus) {
 	if cl == nil || cl.Leader == nil || cl.Leader.Holder == a.self.Name {
-		a.metrics.LagTransactions.Set(0)
+		a.metrics.setLagTransactions(0, true)
 		return
 	}
 	lm, ok := cl.Member(cl.Leader.Holder)
 	if !ok {
+		a.metrics.setLagTransactions(0, false)
 		return
 	}
 	self := failover.Member{Name: a.self.Name, Fresh: true, Healthy: true, Executed: st.GTIDExecuted}
 	leader := failover.Member{Name: lm.Name, Fresh: true, Healthy: true, Executed: lm.GTIDExecuted}
 	for _, c := range failover.RankCandidates(a.flavor(), []failover.Member{self, leader}, failover.Rules{}) {
 		if c.Name == a.self.Name {
-			a.metrics.LagTransactions.Set(float64(c.Missing))
+			a.metrics.setLagTransactions(c.Missing, true)
 		}
 	}
 }

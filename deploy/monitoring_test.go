@@ -265,7 +265,7 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 	for _, m := range []string{"mysqlha_is_leader", "mysqlha_role", "mysqlha_replication_lag_seconds", "mysqlha_failovers_total",
-		"mysqlha_fencing_actions_total", "mysqlha_dcs_errors_total", "mysqlha_loop_duration_seconds_bucket", "mysqlha_lock_renew_seconds_bucket"} {
+		"mysqlha_fencing_actions_total", "mysqlha_dcs_errors_total", "mysqlha_loop_duration_seconds_bucket", "mysqlha_lock_renew_duration_seconds_bucket"} {
 		if !used[m] {
 			t.Errorf("the dashboard never queries %s", m)
 		}

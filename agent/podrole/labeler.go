@@ -277,7 +277,7 @@ func (l *Labeler) setRole(ctx context.Context, pod, cluster string, role dcs.Rol
 		return l.apiError(err, "patch", "pods")
 	}
 	l.log.Info("pod role label set",
-		zap.String("pod", pod), zap.String("cluster", cluster),
+		zap.String("pod", pod), zap.String("cluster_label", cluster),
 		zap.String("from", roleOf(cur.Labels, l.keys)), zap.String("to", roleName(role)))
 	return nil
 }

@@ -294,7 +294,7 @@ func openDCS(o *options, log *zap.Logger) (agent.Store, agent.Labeler, func(), e
 		return conn.Store, nil, conn.Close, nil
 	}
 	client := podrole.Client{Pods: conn.Kube.Pods(o.namespace), Events: conn.Kube.Events(o.namespace)}
-	l, err := podrole.NewLabeler(client, o.namespace, podrole.LabelKeys{}, o.cfg.Name, log.Named("podrole"))
+	l, err := podrole.NewLabeler(client, o.namespace, podrole.LabelKeys{}, o.cfg.Name, log)
 	if err != nil {
 		conn.Close()
 		return nil, nil, nil, err
