@@ -261,15 +261,45 @@ func reportFailovers(b *testing.B, trials []failoverTrial, mode killMode, target
 	return figs
 }
 
-// BenchmarkIdleAgent: a healthy 3-member cluster left alone; the resident
-// memory and CPU use of the primary's agent and of a replica's agent.
+// BenchmarkIdleAgent: a healthy 3-member cluster left alone, on etcd and
+// on Kubernetes, one after the other; the resident memory and CPU use of
+// the primary's agent and of a replica's agent, side by side.
 // Targets: RSS <= 30 MB, CPU <= 1 % of one core.
 func BenchmarkIdleAgent(b *testing.B) {
-	measureOnce(b, func() []benchFigure { return measureIdle(b, *flagIdle) })
+	measureOnce(b, func() []benchFigure {
+		var rows []idleRow
+		for _, backend := range []struct {
+			name string
+			opts Options
+		}{{"etcd", Options{}}, {"kubernetes", Options{Kubernetes: true}}} {
+			rows = append(rows, measureIdle(b, backend.name, backend.opts, *flagIdle)...)
+		}
+		var tbl strings.Builder
+		fmt.Fprintf(&tbl, "  idle for %v each (ttl %v, loop_wait %v, --log-level=debug); agent binary %.1f MB\n",
+			*flagIdle, DefaultTiming.TTL, DefaultTiming.LoopWait, fileMB(buildAgent(b)))
+		fmt.Fprintf(&tbl, "  %-10s %-8s %-4s %9s %9s %9s %11s %9s %7s\n", "backend", "role", "name", "RSS MB", "anon MB", "file MB",
+			"Go heap MB", "Go sys MB", "CPU %")
+		var figs []benchFigure
+		for _, r := range rows {
+			fmt.Fprintf(&tbl, "  %-10s %-8s %-4s %9.1f %9.1f %9.1f %11.1f %9.1f %7.3f\n", r.backend, r.role, r.name, r.rssMB,
+				r.anonMB, r.fileMB, r.heapMB, r.sysMB, r.cpuPct)
+			figs = append(figs, benchFigure{r.rssMB, r.backend + "-" + r.role + "-rss-MB"},
+				benchFigure{r.cpuPct, r.backend + "-" + r.role + "-cpu-%"})
+		}
+		tbl.WriteString("  targets: RSS <= 30 MB, CPU <= 1 %\n")
+		fmt.Printf("%s:\n%s", b.Name(), tbl.String())
+		return figs
+	})
 }
 
-func measureIdle(b *testing.B, window time.Duration) []benchFigure {
-	c := NewCluster(b, Options{})
+// idleRow is one agent's footprint over the idle window.
+type idleRow struct {
+	backend, role, name                          string
+	rssMB, anonMB, fileMB, heapMB, sysMB, cpuPct float64
+}
+
+func measureIdle(b *testing.B, backend string, opts Options, window time.Duration) []idleRow {
+	c := NewCluster(b, opts)
 	primary := c.Bootstrap()
 	replica := c.Others(primary)[0]
 	c.WaitHealthy(30 * time.Second)
@@ -301,25 +331,18 @@ func measureIdle(b *testing.B, window time.Duration) []benchFigure {
 	if _, ok, detail := c.Healthy(); !ok {
 		b.Fatalf("the cluster was not healthy at the end of the idle window:\n%s", detail)
 	}
-
-	var figs []benchFigure
-	var tbl strings.Builder
-	fmt.Fprintf(&tbl, "  idle for %v (ttl %v, loop_wait %v, --log-level=debug); agent binary %.1f MB\n",
-		elapsed.Round(time.Second), c.Timing.TTL, c.Timing.LoopWait, fileMB(buildAgent(b)))
-	fmt.Fprintf(&tbl, "  %-8s %-4s %9s %9s %9s %11s %9s %7s\n", "role", "name", "RSS MB", "anon MB", "file MB",
-		"Go heap MB", "Go sys MB", "CPU %")
+	var rows []idleRow
 	for _, s := range samples {
-		mb := float64(s.rss.rss) / 1024
-		pct := 100 * (s.cpu1 - s.cpu0).Seconds() / elapsed.Seconds()
 		heap, _ := s.m.Metric("go_memstats_heap_inuse_bytes")
 		sys, _ := s.m.Metric("go_memstats_sys_bytes")
-		fmt.Fprintf(&tbl, "  %-8s %-4s %9.1f %9.1f %9.1f %11.1f %9.1f %7.3f\n", s.role, s.m.Name, mb,
-			float64(s.rss.anon)/1024, float64(s.rss.file)/1024, heap/(1<<20), sys/(1<<20), pct)
-		figs = append(figs, benchFigure{mb, s.role + "-rss-MB"}, benchFigure{pct, s.role + "-cpu-%"})
+		rows = append(rows, idleRow{backend: backend, role: s.role, name: s.m.Name,
+			rssMB: float64(s.rss.rss) / 1024, anonMB: float64(s.rss.anon) / 1024, fileMB: float64(s.rss.file) / 1024,
+			heapMB: heap / (1 << 20), sysMB: sys / (1 << 20), cpuPct: 100 * (s.cpu1 - s.cpu0).Seconds() / elapsed.Seconds()})
 	}
-	tbl.WriteString("  targets: RSS <= 30 MB, CPU <= 1 %\n")
-	fmt.Printf("%s:\n%s", b.Name(), tbl.String())
-	return figs
+	for _, m := range c.Members {
+		m.cleanup() // the next backend's cluster runs alone
+	}
+	return rows
 }
 
 func fileMB(path string) float64 {

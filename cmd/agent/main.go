@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -36,6 +37,13 @@ import (
 )
 
 func main() {
+	if os.Getenv("GOGC") == "" {
+		// The live heap of an idle agent is a few MB, under the runtime's
+		// 4 MB minimum target: collecting at +50% instead of +100% keeps
+		// the sidecar's resident memory down, at a cost of well under 1%
+		// of a core (BenchmarkIdleAgent).
+		debug.SetGCPercent(50)
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "mysqlha-agent:", err)
 		os.Exit(1)
