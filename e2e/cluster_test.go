@@ -152,6 +152,7 @@ func NewCluster(tb testing.TB, o Options) *Cluster {
 	// Printed before the servers and the log directory are removed
 	// (cleanups run last-registered first) and after the agents are gone.
 	tb.Cleanup(func() {
+		c.checkLogKeys()
 		if tb.Failed() {
 			c.dumpLogs()
 		}
