@@ -66,7 +66,10 @@ type Agent struct {
 	role       dcs.Role
 	lastAction failover.Kind
 	errant     string
-	lastLag    *time.Duration
+	// misconfigured names the settings our mysqld lacks to serve as a
+	// source (it is then never promoted); "" when it has them.
+	misconfigured string
+	lastLag       *time.Duration
 	// awaitedHolder is the lock holder we wait on to turn writable before
 	// judging our history against it; "" when not waiting.
 	awaitedHolder string

@@ -49,6 +49,8 @@ type fakeDB struct {
 	// MySQL server without the plugin), so the member streams without
 	// acknowledging.
 	noSemiSyncReplica bool
+	// noBinlog: started without log_bin, so it cannot serve as a source.
+	noBinlog bool
 }
 
 // errTimedOut is what a call that ran into its deadline returns.
@@ -184,7 +186,7 @@ func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
 	d.syncLocked()
 	o := mysqlctl.Observation{Status: mysqlctl.Status{
 		ServerID: uint32(d.serverID), ReadOnly: d.readOnly, GTIDExecuted: d.pos(), GTIDSlavePos: d.pos(), PIDFile: d.pidFile(),
-		LogBin: true, LogReplicaUpdates: true,
+		LogBin: !d.noBinlog, LogReplicaUpdates: true,
 		SemiSync: d.semiSyncLocked(),
 	}}
 	if d.source != "" {

@@ -423,6 +423,26 @@ func TestLoopErrantReplicaNeverTakesOver(t *testing.T) {
 	h.expectPrimary("db3")
 }
 
+// TestLoopMisconfiguredReplicaNeverTakesOver: a member whose mysqld runs
+// without the binary log could not serve its replicas after a promotion;
+// it is tagged, and another member takes over.
+func TestLoopMisconfiguredReplicaNeverTakesOver(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.mysql.byName("db2").noBinlog = true
+	h.bootstrap()
+	h.mysql.write("db1")
+	h.round()
+	cl, _ := h.agents["db1"].store.Cluster(h.ctx)
+	if m, _ := cl.Member("db2"); !strings.Contains(m.Tags[failover.TagMisconfigured], "log_bin") {
+		t.Fatalf("db2's record does not say what is misconfigured: tags %v", m.Tags)
+	}
+	// db2 would win by name among equal histories; it must not be chosen.
+	h.mysql.byName("db1").up = false
+	h.round()
+	h.round()
+	h.expectPrimary("db3")
+}
+
 func TestLoopRestartedLeaderStartsReadOnly(t *testing.T) {
 	h := newLoopHarness(t, "db1", "db2", "db3")
 	h.bootstrap()

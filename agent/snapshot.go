@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,12 +50,28 @@ func (a *Agent) observeLocal(ctx context.Context) (mysqlctl.Observation, error) 
 		return obs, err
 	}
 	a.pidFile = obs.Status.PIDFile
+	a.noteMisconfigured(strings.Join(obs.Status.SourceMisconfigured(), "; "))
 	if r := obs.Replica; r == nil {
 		a.lastLag = nil
 	} else if lag, ok := knownLag(r); ok {
 		a.lastLag = &lag
 	}
 	return obs, nil
+}
+
+// noteMisconfigured records what our mysqld lacks to serve as a source,
+// and says so once when that changes.
+func (a *Agent) noteMisconfigured(missing string) {
+	if missing == a.misconfigured {
+		return
+	}
+	if missing != "" {
+		a.log.Error("mysqld cannot serve replicas, so this member will never be promoted: fix my.cnf and restart it",
+			zap.String("misconfigured", missing))
+	} else {
+		a.log.Info("mysqld settings fixed: this member may be promoted again")
+	}
+	a.misconfigured = missing
 }
 
 // knownLag is the replica's delay, known only while its receiver runs: a
@@ -196,6 +213,7 @@ func (a *Agent) selfMember(obs mysqlctl.Observation, localErr error) failover.Me
 	m := failover.Member{
 		Name: a.self.Name, Fresh: true, Healthy: localErr == nil, NoFailover: a.self.NoFailover,
 		Priority: a.self.FailoverPriority, Errant: a.errant != "", Executed: obs.Status.GTIDExecuted, Lag: a.lastLag,
+		Misconfigured: a.misconfigured,
 	}
 	if r := obs.Replica; r != nil {
 		m.Retrieved = r.RetrievedGTID

@@ -186,6 +186,9 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	if a.errant != "" {
 		m.Tags[failover.TagErrant] = a.errant
 	}
+	if a.misconfigured != "" {
+		m.Tags[failover.TagMisconfigured] = a.misconfigured
+	}
 	// Tags are written at once when they change, and lag is not: the tag
 	// makes a crossing of the promotion limit, either way, visible now.
 	if maxLag := a.clusterConfig.MaximumLagOnFailover; maxLag > 0 && a.lastLag != nil && *a.lastLag > maxLag {

@@ -89,6 +89,9 @@ func BuildStatus(cl *dcs.Cluster) StatusView {
 		if m.Tags[failover.TagAsync] != "" {
 			tags = append(tags, "async")
 		}
+		if why := m.Tags[failover.TagMisconfigured]; why != "" {
+			tags = append(tags, "misconfigured: "+why)
+		}
 		row.Tags = strings.Join(tags, ",")
 		v.Members = append(v.Members, row)
 	}

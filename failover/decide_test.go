@@ -160,6 +160,8 @@ func TestDecide(t *testing.T) {
 		// Errant member.
 		{"errant member does not race", cluster().expired().with("db2", func(m *Member) { m.Errant = true }), Idle, "", false, "errant"},
 		{"errant better member is passed over", cluster().expired().me("db3").gtid("db2", "0-1-150").with("db2", func(m *Member) { m.Errant = true }), Acquire, "", false, "best"},
+		{"misconfigured better member is passed over", cluster().expired().me("db3").gtid("db2", "0-1-150").with("db2", func(m *Member) { m.Misconfigured = "log_bin is OFF" }), Acquire, "", false, "best"},
+		{"misconfigured member does not race", cluster().expired().with("db2", func(m *Member) { m.Misconfigured = "log_bin is OFF" }), Idle, "", false, "could not serve replicas: log_bin is OFF"},
 
 		// nofailover tag.
 		{"nofailover member does not race", cluster().expired().with("db2", func(m *Member) { m.NoFailover = true }), Idle, "", false, "nofailover"},

@@ -35,6 +35,9 @@ type Member struct {
 	// may lack acknowledged writes. Primary: its record says it was the
 	// primary.
 	Async, Primary bool
+	// Misconfigured names the server settings it lacks to serve as a
+	// source (mysqlctl.Status.SourceMisconfigured); "" when it has them.
+	Misconfigured string
 
 	// Set for peers whose mysqld the deciding agent probed this iteration
 	// (it does while leading or promoting):
@@ -61,6 +64,9 @@ const (
 	// TagAsync is set while the member, in a semi-sync cluster, streams
 	// from the primary without acknowledging its writes.
 	TagAsync = "async"
+	// TagMisconfigured holds the server settings the member lacks to serve
+	// as a source (no binary log, say): it is never promoted.
+	TagMisconfigured = "misconfigured"
 	// TagStalled is set on a semi-sync primary whose commits wait for an
 	// acknowledgement that no replica can give (semi_sync strict never
 	// falls back): it says why writes hang.
@@ -69,13 +75,14 @@ const (
 
 // FromRecord is what a member's DCS record alone says of it: fresh unless
 // the store judged the record stale, healthy unless its role is unknown,
-// errant when TagErrant is set, asynchronous when TagAsync is. The agent overlays what it learns live
+// errant when TagErrant is set, asynchronous when TagAsync is,
+// misconfigured as TagMisconfigured says. The agent overlays what it learns live
 // (HTTP status, probes); agentctl has only the record.
 func FromRecord(m dcs.Member) Member {
 	return Member{
 		Name: m.Name, Addr: m.MySQLAddr, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
 		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
 		Errant: m.Tags[TagErrant] != "", Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
-		Async: m.Tags[TagAsync] != "", Primary: m.Role == dcs.RolePrimary,
+		Async: m.Tags[TagAsync] != "", Primary: m.Role == dcs.RolePrimary, Misconfigured: m.Tags[TagMisconfigured],
 	}
 }

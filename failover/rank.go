@@ -32,6 +32,8 @@ func Ineligibility(m Member, rules Rules) string {
 		return "its replication is broken"
 	case m.Errant:
 		return "it has errant transactions"
+	case m.Misconfigured != "":
+		return "its mysqld could not serve replicas: " + m.Misconfigured
 	case m.Hold != "":
 		return m.Hold
 	case rules.Lossless && m.Async:

@@ -333,3 +333,22 @@ func TestClientConnections(t *testing.T) {
 		t.Errorf("kept %v, want [5 6 8]", ids)
 	}
 }
+
+// TestSourceMisconfigured: a server without the binary log, or without
+// replicated transactions in it, cannot serve as a source.
+func TestSourceMisconfigured(t *testing.T) {
+	for _, c := range []struct {
+		logBin, replicaUpdates bool
+		want                   string
+	}{
+		{true, true, ""},
+		{false, true, "log_bin is OFF"},
+		{true, false, "log_slave_updates (log_replica_updates on MySQL) is OFF"},
+		{false, false, "log_bin is OFF; log_slave_updates (log_replica_updates on MySQL) is OFF"},
+	} {
+		got := strings.Join(Status{LogBin: c.logBin, LogReplicaUpdates: c.replicaUpdates}.SourceMisconfigured(), "; ")
+		if got != c.want {
+			t.Errorf("log_bin %v, log_slave_updates %v: %q, want %q", c.logBin, c.replicaUpdates, got, c.want)
+		}
+	}
+}

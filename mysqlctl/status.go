@@ -42,6 +42,22 @@ type Status struct {
 	PIDFile string
 }
 
+// SourceMisconfigured lists the settings the server lacks to serve as a
+// source after a promotion; empty when it has them. Without the binary
+// log, or without replicated transactions in it (log_slave_updates,
+// log_replica_updates on MySQL), its replicas could not pull the whole
+// history from it.
+func (s Status) SourceMisconfigured() []string {
+	var missing []string
+	if !s.LogBin {
+		missing = append(missing, "log_bin is OFF")
+	}
+	if !s.LogReplicaUpdates {
+		missing = append(missing, "log_slave_updates (log_replica_updates on MySQL) is OFF")
+	}
+	return missing
+}
+
 // Fenced reports whether the server refuses writes from every client but
 // replication, as Fence leaves it: read_only on MariaDB (whose application
 // users must not hold READ_ONLY ADMIN), super_read_only on MySQL. On MySQL
