@@ -324,8 +324,13 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 }
 
 // adoptClusterConfig takes the stored cluster config when it is readable and
-// valid; otherwise the last good one stays in force.
+// valid; otherwise the last good one stays in force. Until a config is
+// stored, that is our bootstrap flags, which the bootstrapping member
+// stores, not the defaults a snapshot shows then.
 func (a *Agent) adoptClusterConfig(cl *dcs.Cluster) {
+	if cl.ConfigVersion == "" && cl.ConfigErr == nil {
+		return
+	}
 	if cl.ConfigErr != nil {
 		a.log.Error("stored cluster config is unreadable; keeping the last good one", zap.Bool("have_good_copy", a.clusterConfigGood), zap.Error(cl.ConfigErr))
 		return
@@ -334,6 +339,13 @@ func (a *Agent) adoptClusterConfig(cl *dcs.Cluster) {
 		a.log.Error("stored cluster config is invalid; keeping the last valid one", zap.Error(err))
 		return
 	}
-	a.clusterConfig = cl.Config
+	// An operator changes it at run time (agentctl set-config): every
+	// setting is read from clusterConfig where it is used, so the change is
+	// in force from here on. Written only when it changed, since the
+	// watchdog and the HTTP API read it from other goroutines.
+	if cl.Config != a.clusterConfig {
+		a.log.Info("adopted a changed cluster config", zap.Strings("changes", a.clusterConfig.Changes(cl.Config)))
+		a.clusterConfig = cl.Config
+	}
 	a.clusterConfigGood = true
 }

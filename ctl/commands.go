@@ -22,9 +22,13 @@ type Store interface {
 	Cluster(ctx context.Context) (*dcs.Cluster, error)
 	Changes() <-chan struct{}
 	SetConfig(ctx context.Context, cfg dcs.Config, version string) error
+	ChangeConfig(ctx context.Context, cfg dcs.Config, version string, e dcs.HistoryEntry) error
 	RequestSwitchover(ctx context.Context, sw dcs.Switchover) error
 	ClearSwitchover(ctx context.Context, version string) error
+	DeleteMember(ctx context.Context, name string) error
 }
+
+var _ Store = dcs.Store(nil)
 
 // CLI runs agentctl's commands against one cluster.
 type CLI struct {
@@ -38,6 +42,9 @@ type CLI struct {
 	// unreachable DCS then fails the command with ExitUnreachable instead
 	// of blocking it forever.
 	Timeout time.Duration
+	// Editor opens a file in the operator's editor and returns once it was
+	// saved and closed (edit-config); nil when none is configured.
+	Editor func(path string) error
 }
 
 // bounded is ctx limited to one DCS call.
@@ -140,16 +147,22 @@ type SwitchoverOptions struct {
 	Timeout time.Duration
 }
 
+// unknownMember is the failure for a member name without a record,
+// listing the members.
+func unknownMember(cl *dcs.Cluster, name string) error {
+	names := make([]string, 0, len(cl.Members))
+	for _, m := range cl.Members {
+		names = append(names, m.Name)
+	}
+	return fail(ExitUnknownMember, "unknown member %q; members are: %s", name, strings.Join(names, ", "))
+}
+
 // candidate is the named member as failover judges it from its record
 // alone, or an ExitUnknownMember error listing the members.
 func candidate(cl *dcs.Cluster, name string) (failover.Member, error) {
 	m, ok := cl.Member(name)
 	if !ok {
-		var names []string
-		for _, x := range cl.Members {
-			names = append(names, x.Name)
-		}
-		return failover.Member{}, fail(ExitUnknownMember, "unknown member %q; members are: %s", name, strings.Join(names, ", "))
+		return failover.Member{}, unknownMember(cl, name)
 	}
 	return failover.FromRecord(m), nil
 }
@@ -350,7 +363,8 @@ type HistoryRow struct {
 	WriteUnavailable string `json:"write_unavailable,omitempty"`
 }
 
-// History prints the failovers and switchovers, oldest first.
+// History prints the failovers, switchovers and config changes, oldest
+// first.
 func (c *CLI) History(ctx context.Context, f Format) error {
 	cl, err := c.cluster(ctx)
 	if err != nil {
@@ -368,8 +382,16 @@ func (c *CLI) History(ctx context.Context, f Format) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "AT\tKIND\tFROM\tTO\tREASON")
 		for _, e := range cl.History {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339), e.Kind, e.From, e.To, e.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339), e.Kind, orDash(e.From), orDash(e.To), e.Reason)
 		}
 		tw.Flush()
 	})
+}
+
+// orDash shows an empty table cell as "-".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mysqlha/mysqlha/dcs"
@@ -22,14 +23,21 @@ type fixture struct {
 	stores map[string]*memory.Store
 	cli    *CLI
 	out    *bytes.Buffer
+	// clock is agentctl's store's: it judges expiry and staleness.
+	clock *clocktesting.FakeClock
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{srv: memory.NewServer("demo"), stores: map[string]*memory.Store{}, out: &bytes.Buffer{}}
+	f := &fixture{srv: memory.NewServer("demo"), stores: map[string]*memory.Store{}, out: &bytes.Buffer{},
+		clock: clocktesting.NewFakeClock(time.Now())}
 	for _, n := range []string{"db1", "db2", "db3", "agentctl"} {
-		s, err := f.srv.NewStore(memory.Options{Member: n})
+		o := memory.Options{Member: n}
+		if n == "agentctl" {
+			o.Clock = f.clock
+		}
+		s, err := f.srv.NewStore(o)
 		if err != nil {
 			t.Fatal(err)
 		}

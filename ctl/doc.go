@@ -1,8 +1,15 @@
 // Package ctl implements agentctl's commands: status, switchover, failover,
-// pause, resume and history. It talks only to the DCS, so it works from a
-// laptop (kubeconfig or etcd endpoints) as well as from inside a pod, and
-// needs no network path to the database pods: mutating commands write
-// requests that the agents carry out.
+// pause, resume, history, show-config, set-config, edit-config and remove.
+// It talks only to the DCS, so it works from a laptop (kubeconfig or etcd
+// endpoints) as well as from inside a pod, and needs no network path to the
+// database pods: mutating commands write requests or records that the
+// agents act on.
+//
+// A config change is validated by the rule the agents check at start-up
+// (dcs.Config.Validate) and written with its history entry in one
+// compare-and-set on the config's version (dcs.Store.ChangeConfig): it lands
+// whole or not at all. A member's record is removed only when the DCS
+// backend judges the member gone (dcs.Store.DeleteMember).
 //
 // Every failure is an *Error with a distinct exit code, so scripts can branch
 // on what went wrong.

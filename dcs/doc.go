@@ -29,6 +29,23 @@
 //     someone else, and a lock without an instance id (written by an older
 //     agent) is never any store's own.
 //
+// A member is live, and DeleteMember refuses to delete its record, while it
+// holds the leader lock, or while its record is live by the backend's rule:
+//
+//   - Kubernetes and memory: the record changed within its member ttl
+//     (the member Lease's leaseDurationSeconds; the writer's member ttl)
+//     as this store observed it on its own clock, i.e. Member.Stale is
+//     false. A running agent rewrites its record at least every member
+//     refresh. A store that has just started saw every record change at
+//     its start, so it calls a member gone only after watching its record
+//     stay unchanged for a member ttl; clocks are never compared.
+//   - etcd: the record is bound to a session lease that etcd still holds,
+//     judged by the etcd server alone, as the lock is. A stopped agent's
+//     record vanishes with its lease: at once when the agent stops
+//     cleanly, within the member ttl after a crash. So DeleteMember only
+//     deletes a record bound to no lease (written by hand, or by a tool),
+//     or to one that expired and that etcd has not reaped yet.
+//
 // What this package does not do: it does not fence. The holder must compute
 // its own deadline from the start of its last successful RenewLeader
 // (deadline = start + ttl - safety_margin) and make mysqld read-only before

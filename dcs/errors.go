@@ -36,4 +36,8 @@ var (
 	// ErrInvalid: the caller passed an invalid argument (bad name, ttl,
 	// config). Not retryable.
 	ErrInvalid = errors.New("dcs: invalid argument")
+	// ErrLive: DeleteMember refused because the member is live (it holds
+	// the leader lock, or its record is live under the backend's rule); the
+	// wrapping error says which.
+	ErrLive = errors.New("dcs: member is live")
 )

@@ -87,6 +87,13 @@ type StateWriter interface {
 	// SetConfig stores cfg if the stored config's version is still version
 	// ("" when none is stored), else ErrConflict. cfg must Validate.
 	SetConfig(ctx context.Context, cfg Config, version string) error
+	// ChangeConfig stores cfg as SetConfig does and appends e to the
+	// history in the same atomic write: an operator's change is never
+	// applied unrecorded, nor recorded unapplied. ErrConflict when the
+	// stored config's version is not version any more (a concurrent
+	// history append is retried internally); ErrInvalid when cfg does not
+	// Validate or e is not a valid entry.
+	ChangeConfig(ctx context.Context, cfg Config, version string, e HistoryEntry) error
 	// RequestSwitchover stores a switchover request if none is pending, else
 	// ErrExists.
 	RequestSwitchover(ctx context.Context, sw Switchover) error
@@ -101,12 +108,26 @@ type StateWriter interface {
 	AppendHistory(ctx context.Context, e HistoryEntry) error
 }
 
+// MemberRemover deletes what a member that is gone left behind.
+type MemberRemover interface {
+	// DeleteMember deletes the record of member name unless the member is
+	// live: it holds the leader lock (unexpired under the backend's rule)
+	// or its record is live under the backend's rule (see the package
+	// doc), and then it returns ErrLive saying which. The delete is a
+	// compare-and-set on the record's version that was judged: ErrConflict
+	// when the record changed in between, ErrNotFound when there is no
+	// record. Afterwards this store's snapshot no longer lists the member;
+	// an agent that still runs writes its record again.
+	DeleteMember(ctx context.Context, name string) error
+}
+
 // Store is the whole contract of one member's view of one cluster.
 type Store interface {
 	Snapshotter
 	Locker
 	MemberWriter
 	StateWriter
+	MemberRemover
 	// Member returns the member name the store was built for.
 	Member() string
 	// Instance returns the agent instance id the store was built for: the

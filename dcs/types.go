@@ -35,8 +35,8 @@ type Cluster struct {
 	Switchover *Switchover
 	// Initialized is the cluster's identity record, nil before bootstrap.
 	Initialized *Initialized
-	// History lists failovers and switchovers, oldest first, at most
-	// MaxHistory entries.
+	// History lists failovers, switchovers and config changes, oldest
+	// first, at most MaxHistory entries.
 	History []HistoryEntry
 	// ReadAt is when this snapshot was taken; Leader.Expired and
 	// Member.Stale are judged at this instant.
@@ -215,9 +215,12 @@ const (
 	HistoryFailover HistoryKind = iota + 1
 	// HistorySwitchover: a planned hand-over.
 	HistorySwitchover
+	// HistoryConfig: a change of the cluster config by an operator; the
+	// entry names no member and its Reason lists the changes.
+	HistoryConfig
 )
 
-var historyNames = map[HistoryKind]string{HistoryFailover: "failover", HistorySwitchover: "switchover"}
+var historyNames = map[HistoryKind]string{HistoryFailover: "failover", HistorySwitchover: "switchover", HistoryConfig: "config"}
 
 // Valid reports whether k is one of the defined kinds.
 func (k HistoryKind) Valid() bool { _, ok := historyNames[k]; return ok }
@@ -236,19 +239,23 @@ func ParseHistoryKind(s string) (HistoryKind, error) {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown history kind %q (want failover or switchover)", ErrInvalid, s)
+	return 0, fmt.Errorf("%w: unknown history kind %q (want failover, switchover or config)", ErrInvalid, s)
 }
 
 // MaxHistory bounds the stored history; AppendHistory drops the oldest.
 const MaxHistory = 100
 
-// HistoryEntry records one change of leader.
+// HistoryEntry records one change of leader, or of the cluster config.
 type HistoryEntry struct {
-	Kind     HistoryKind
+	Kind HistoryKind
+	// From and To are the old and new leader; both empty for a config
+	// change.
 	From, To string
-	// At is when the new leader was promoted (its clock).
+	// At is when the new leader was promoted (its clock), or when the
+	// config change was written (the writer's clock).
 	At time.Time
-	// Reason is a short human-readable cause.
+	// Reason is a short human-readable cause; for a config change, every
+	// changed setting with its old and new value.
 	Reason string
 	// WriteUnavailable is how long writes were refused; 0 when unknown.
 	WriteUnavailable time.Duration

@@ -1,5 +1,6 @@
 // Command agentctl is the operator's tool for a mysqlha cluster: status,
-// switchover, failover, pause, resume and history. It talks only to the DCS
+// switchover, failover, pause, resume, history, the cluster config
+// (show-config, set-config, edit-config) and remove. It talks only to the DCS
 // (kubeconfig or in-cluster, or etcd endpoints), so it needs no network path
 // to the database pods. It only wires flags to package ctl.
 package main
@@ -22,15 +23,19 @@ import (
 	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
 )
 
-const usage = `Usage: agentctl [global flags] COMMAND [flags]
+const usage = `Usage: agentctl [global flags] COMMAND [flags] [arguments]
 
 Commands:
-  status      show members, roles, lag, GTIDs, the lock holder and pending requests
-  switchover  planned, lossless hand-over to another member
-  failover    promote a member when there is no healthy leader
-  pause       maintenance mode: no automatic failover or demotion
-  resume      leave maintenance mode
-  history     past failovers and switchovers
+  status       show members, roles, lag, GTIDs, the lock holder and pending requests
+  switchover   planned, lossless hand-over to another member
+  failover     promote a member when there is no healthy leader
+  pause        maintenance mode: no automatic failover or demotion
+  resume       leave maintenance mode
+  history      past failovers, switchovers and config changes
+  show-config  the cluster config every agent follows
+  set-config   change cluster config settings; the agents apply them without a restart
+  edit-config  change the cluster config in $VISUAL or $EDITOR
+  remove       delete the record of a member that is gone (scaled down)
 
 Examples:
   agentctl --cluster=demo --namespace=db status
@@ -40,12 +45,86 @@ Examples:
   agentctl --cluster=demo pause
   agentctl --cluster=demo resume --wait
   agentctl --cluster=demo history -o yaml
+  agentctl --cluster=demo set-config ttl=10s loop_wait=2s
+  agentctl --cluster=demo remove demo-3
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 unknown member, 4 unhealthy target, 5 no leader,
 6 request already pending, 7 timeout, 8 DCS unreachable or forbidden, 9 rejected, 10 aborted.
 
 Global flags:
 `
+
+// command is one of agentctl's commands: its usage example and the
+// arguments it takes besides flags.
+type command struct {
+	example string
+	// args names the arguments for errors ("" for none); minArgs and
+	// maxArgs bound their number (maxArgs < 0: no bound).
+	args             string
+	minArgs, maxArgs int
+}
+
+var commands = map[string]command{
+	"status":      {example: "agentctl --cluster=demo status [-o table|json|yaml] [--watch]"},
+	"switchover":  {example: "agentctl --cluster=demo switchover [--to=MEMBER] [--force] [--wait]"},
+	"failover":    {example: "agentctl --cluster=demo failover --to=MEMBER [--allow-lag] [--allow-errant] [--force] [--wait]"},
+	"pause":       {example: "agentctl --cluster=demo pause"},
+	"resume":      {example: "agentctl --cluster=demo resume [--wait]"},
+	"history":     {example: "agentctl --cluster=demo history [-o table|json|yaml]"},
+	"show-config": {example: "agentctl --cluster=demo show-config [-o table|json|yaml]"},
+	"set-config": {example: "agentctl --cluster=demo set-config KEY=VALUE [KEY=VALUE ...]   # e.g. ttl=10s loop_wait=2s semi_sync=on",
+		args: "KEY=VALUE", minArgs: 1, maxArgs: -1},
+	"edit-config": {example: "agentctl --cluster=demo edit-config [--force]"},
+	"remove": {example: "agentctl --cluster=demo remove MEMBER [--wait-timeout=60s]",
+		args: "MEMBER", minArgs: 1, maxArgs: 1},
+}
+
+// options are the command flags.
+type options struct {
+	format                string
+	watch, force, wait    bool
+	to                    string
+	waitFor               time.Duration
+	allowLag, allowErrant bool
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.format, "o", "table", "output: table, json or yaml")
+	fs.BoolVar(&o.watch, "watch", false, "status: reprint on every change until interrupted")
+	fs.StringVar(&o.to, "to", "", "switchover: target member (default: best replica); failover: required")
+	fs.BoolVar(&o.force, "force", false, "do not ask for confirmation")
+	fs.BoolVar(&o.wait, "wait", false, "wait until the new primary accepts writes")
+	fs.DurationVar(&o.waitFor, "wait-timeout", 60*time.Second, "how long --wait waits; remove: how long it watches a member that may be live")
+	fs.BoolVar(&o.allowLag, "allow-lag", false, "failover: allow a target beyond maximum_lag_on_failover, or one that did not acknowledge writes (semi_sync strict)")
+	fs.BoolVar(&o.allowErrant, "allow-errant", false, "failover: allow a target with errant transactions (they become the truth)")
+}
+
+// parseArgs parses the command's flags, which may come before, between or
+// after its arguments, and checks the number of arguments.
+func parseArgs(fs *flag.FlagSet, cmd command, rest []string) ([]string, error) {
+	var args []string
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageErr("%v", err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		args, rest = append(args, fs.Arg(0)), fs.Args()[1:]
+	}
+	switch {
+	case len(args) > 0 && cmd.args == "":
+		return nil, usageErr("unexpected arguments %q", args)
+	case len(args) < cmd.minArgs:
+		return nil, usageErr("missing %s; example: %s", cmd.args, cmd.example)
+	case cmd.maxArgs >= 0 && len(args) > cmd.maxArgs:
+		return nil, usageErr("unexpected arguments %q after %s", args[cmd.maxArgs:], cmd.args)
+	}
+	return args, nil
+}
 
 func main() {
 	err := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
@@ -92,41 +171,20 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 		global.Usage()
 		return usageErr("no command given")
 	}
-	cmd, rest := global.Arg(0), global.Args()[1:]
-	fs := flag.NewFlagSet("agentctl "+cmd, flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	var (
-		format  = fs.String("o", "table", "output: table, json or yaml")
-		watch   = fs.Bool("watch", false, "status: reprint on every change until interrupted")
-		to      = fs.String("to", "", "switchover: target member (default: best replica); failover: required")
-		force   = fs.Bool("force", false, "do not ask for confirmation")
-		wait    = fs.Bool("wait", false, "wait until the new primary accepts writes")
-		waitFor = fs.Duration("wait-timeout", 60*time.Second, "how long --wait waits")
-		lag     = fs.Bool("allow-lag", false, "failover: allow a target beyond maximum_lag_on_failover, or one that did not acknowledge writes (semi_sync strict)")
-		errant  = fs.Bool("allow-errant", false, "failover: allow a target with errant transactions (they become the truth)")
-	)
-	examples := map[string]string{
-		"status":     "agentctl --cluster=demo status [-o table|json|yaml] [--watch]",
-		"switchover": "agentctl --cluster=demo switchover [--to=MEMBER] [--force] [--wait]",
-		"failover":   "agentctl --cluster=demo failover --to=MEMBER [--allow-lag] [--allow-errant] [--force] [--wait]",
-		"pause":      "agentctl --cluster=demo pause",
-		"resume":     "agentctl --cluster=demo resume [--wait]",
-		"history":    "agentctl --cluster=demo history [-o table|json|yaml]",
-	}
-	example, ok := examples[cmd]
+	name, rest := global.Arg(0), global.Args()[1:]
+	cmd, ok := commands[name]
 	if !ok {
 		global.Usage()
-		return usageErr("unknown command %q", cmd)
+		return usageErr("unknown command %q", name)
 	}
-	fs.Usage = func() { fmt.Fprintf(errOut, "Example:\n  %s\n\nFlags:\n", example); fs.PrintDefaults() }
-	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErr("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected arguments %q", fs.Args())
+	fs := flag.NewFlagSet("agentctl "+name, flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var o options
+	o.register(fs)
+	fs.Usage = func() { fmt.Fprintf(errOut, "Example:\n  %s\n\nFlags:\n", cmd.example); fs.PrintDefaults() }
+	args, err := parseArgs(fs, cmd, rest)
+	if err != nil {
+		return err
 	}
 	// Checked after the command's flags, so that `agentctl CMD --help`
 	// works without any configuration.
@@ -142,7 +200,7 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	default:
 		return usageErr("--dcs %q: want kubernetes or etcd", s.Kind)
 	}
-	f, err := ctl.ParseFormat(*format)
+	f, err := ctl.ParseFormat(o.format)
 	if err != nil {
 		return err
 	}
@@ -156,27 +214,45 @@ func run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	c := &ctl.CLI{Store: conn.Store, Out: out, In: in, Poll: time.Second, Timeout: *timeout}
-	readCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, *timeout) }
-	switch cmd {
+	if editor := env("VISUAL", os.Getenv("EDITOR")); editor != "" {
+		c.Editor = ctl.ShellEditor(editor, in, out, errOut)
+	}
+	return dispatch(ctx, c, name, o, f, args, *timeout)
+}
+
+// dispatch runs command name; timeout bounds the one-shot reads.
+func dispatch(ctx context.Context, c *ctl.CLI, name string, o options, f ctl.Format, args []string, timeout time.Duration) error {
+	readCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, timeout) }
+	switch name {
 	case "status":
-		if *watch {
+		if o.watch {
 			return c.Status(ctx, f, true)
 		}
 		rctx, cancel := readCtx()
 		defer cancel()
 		return c.Status(rctx, f, false)
 	case "switchover":
-		return c.Switchover(ctx, ctl.SwitchoverOptions{To: *to, Force: *force, Wait: *wait, Timeout: *waitFor})
+		return c.Switchover(ctx, ctl.SwitchoverOptions{To: o.to, Force: o.force, Wait: o.wait, Timeout: o.waitFor})
 	case "failover":
-		return c.Failover(ctx, ctl.FailoverOptions{To: *to, AllowLag: *lag, AllowErrant: *errant, Force: *force, Wait: *wait, Timeout: *waitFor})
+		return c.Failover(ctx, ctl.FailoverOptions{To: o.to, AllowLag: o.allowLag, AllowErrant: o.allowErrant, Force: o.force, Wait: o.wait, Timeout: o.waitFor})
 	case "pause":
-		return c.SetPaused(ctx, true, false, *waitFor)
+		return c.SetPaused(ctx, true, false, o.waitFor)
 	case "resume":
-		return c.SetPaused(ctx, false, *wait, *waitFor)
+		return c.SetPaused(ctx, false, o.wait, o.waitFor)
 	case "history":
 		rctx, cancel := readCtx()
 		defer cancel()
 		return c.History(rctx, f)
+	case "show-config":
+		rctx, cancel := readCtx()
+		defer cancel()
+		return c.ShowConfig(rctx, f)
+	case "set-config":
+		return c.SetConfig(ctx, args)
+	case "edit-config":
+		return c.EditConfig(ctx, o.force)
+	case "remove":
+		return c.Remove(ctx, args[0], o.waitFor)
 	}
 	return nil
 }

@@ -41,6 +41,15 @@ type Env struct {
 	// Unreachable returns a store (member "unreachable") of this cluster
 	// whose DCS does not answer; nil when the backend cannot simulate it.
 	Unreachable func() dcs.Store
+	// Crash stops store i as a killed agent would: it writes nothing more
+	// and cleans nothing up (an etcd session is neither kept alive nor
+	// revoked). Nil when Close already does just that.
+	Crash func(i int)
+	// Remover returns a new store of this cluster (member "remover") with
+	// the credentials of an operator running agentctl, which DeleteMember
+	// may need beyond an agent's (Kubernetes: the delete verb). Advance
+	// moves its clock. Nil when a member's store will do.
+	Remover func() dcs.Store
 }
 
 // Factory builds an Env with the given number of members. It registers
@@ -69,6 +78,8 @@ func Run(t *testing.T, newEnv Factory) {
 	t.Run("MemberWriteRate", func(t *testing.T) { testMemberWriteRate(t, newEnv(t, 2)) })
 	t.Run("MemberGoesStale", func(t *testing.T) { testMemberStale(t, newEnv(t, 2)) })
 	t.Run("ConfigRoundTripAndConflict", func(t *testing.T) { testConfig(t, newEnv(t, 2)) })
+	t.Run("ConfigChangeRecordedAtomically", func(t *testing.T) { testChangeConfig(t, newEnv(t, 3)) })
+	t.Run("DeleteMemberOnlyWhenGone", func(t *testing.T) { testDeleteMember(t, newEnv(t, 3)) })
 	t.Run("SwitchoverRoundTrip", func(t *testing.T) { testSwitchover(t, newEnv(t, 2)) })
 	t.Run("InitializedOnce", func(t *testing.T) { testInitialized(t, newEnv(t, 2)) })
 	t.Run("HistoryBounded", func(t *testing.T) { testHistory(t, newEnv(t, 3)) })
@@ -766,6 +777,111 @@ func testConfig(t *testing.T, e *Env) {
 	mustIs(t, "invalid config", err, dcs.ErrInvalid)
 	if !strings.Contains(err.Error(), "loop_wait + 2*retry_timeout <= ttl - safety_margin") {
 		t.Fatalf("error does not state the timing rule: %v", err)
+	}
+}
+
+// testChangeConfig: a config change and its history entry land together
+// or not at all; a concurrent history append does not make it fail.
+func testChangeConfig(t *testing.T, e *Env) {
+	a, b, c := e.Stores[0], e.Stores[1], e.Stores[2]
+	at := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	entry := func(reason string) dcs.HistoryEntry {
+		return dcs.HistoryEntry{Kind: dcs.HistoryConfig, At: at, Reason: reason}
+	}
+	cfg1 := dcs.DefaultConfig()
+	cfg1.TTL = 10 * time.Second
+	must(t, "first change", a.ChangeConfig(ctxT(t), cfg1, "", entry("ttl: 5s -> 10s")))
+	mustIs(t, "a change on a stale version", b.ChangeConfig(ctxT(t), dcs.DefaultConfig(), "", entry("stale")), dcs.ErrConflict)
+	v1 := waitFor(t, b, "the first change", func(c *dcs.Cluster) bool { return c.ConfigVersion != "" && len(c.History) == 1 }).ConfigVersion
+
+	// Another member's failover lands in the history in between: the
+	// config's version is unchanged, so the change goes through.
+	must(t, "a failover entry", c.AppendHistory(ctxT(t), dcs.HistoryEntry{Kind: dcs.HistoryFailover, From: "m0", To: "m2", At: at}))
+	waitFor(t, b, "the failover entry", func(c *dcs.Cluster) bool { return len(c.History) == 2 })
+	cfg2 := cfg1
+	cfg2.LoopWait, cfg2.SemiSync = 2*time.Second, dcs.SemiSyncOn
+	must(t, "second change", b.ChangeConfig(ctxT(t), cfg2, v1, entry("loop_wait: 1s -> 2s, semi_sync: off -> on")))
+
+	bad := cfg2
+	bad.LoopWait = bad.TTL
+	mustIs(t, "an invalid config", b.ChangeConfig(ctxT(t), bad, v1, entry("x")), dcs.ErrInvalid)
+	mustIs(t, "an entry naming members", b.ChangeConfig(ctxT(t), cfg2, v1, dcs.HistoryEntry{Kind: dcs.HistoryConfig, To: "m1", At: at, Reason: "x"}), dcs.ErrInvalid)
+	mustIs(t, "an entry without its changes", b.ChangeConfig(ctxT(t), cfg2, v1, entry("")), dcs.ErrInvalid)
+	mustIs(t, "a change on the replaced version", a.ChangeConfig(ctxT(t), cfg1, v1, entry("lost")), dcs.ErrConflict)
+
+	got := waitFor(t, a, "the second change", func(c *dcs.Cluster) bool { return c.ConfigVersion != v1 && len(c.History) == 3 })
+	if got.Config != cfg2 {
+		t.Fatalf("config read as %+v, want %+v", got.Config, cfg2)
+	}
+	var kinds, reasons []string
+	for _, h := range got.History {
+		kinds, reasons = append(kinds, h.Kind.String()), append(reasons, h.Reason)
+	}
+	if strings.Join(kinds, ",") != "config,failover,config" || reasons[2] != "loop_wait: 1s -> 2s, semi_sync: off -> on" || got.History[2].To != "" {
+		t.Fatalf("history %v %q, want config, failover, config with the changes as reasons and no members", kinds, reasons)
+	}
+}
+
+// testDeleteMember: a member's record is deleted only once the member is
+// gone by the backend's rule; a live member (fresh record, or the lock
+// holder) keeps it.
+func testDeleteMember(t *testing.T, e *Env) {
+	a, b, c := e.Stores[0], e.Stores[1], e.Stores[2]
+	if e.Remover != nil {
+		a = e.Remover()
+	}
+	mustIs(t, "delete without a record", a.DeleteMember(ctxT(t), "m9"), dcs.ErrNotFound)
+	mustIs(t, "delete of an invalid name", a.DeleteMember(ctxT(t), "M_1"), dcs.ErrInvalid)
+	must(t, "m1 writes its record", b.UpdateMember(ctxT(t), dcs.Member{Role: dcs.RolePrimary}))
+	must(t, "m1 takes the lock", b.AcquireLeader(ctxT(t), e.TTL))
+	must(t, "m2 writes its record", c.UpdateMember(ctxT(t), dcs.Member{Role: dcs.RoleReplica}))
+	waitFor(t, a, "both records and m1's lock", func(cl *dcs.Cluster) bool {
+		_, ok1 := cl.Member("m1")
+		_, ok2 := cl.Member("m2")
+		return ok1 && ok2 && holderIs("m1")(cl)
+	})
+	mustIs(t, "delete of a fresh record", a.DeleteMember(ctxT(t), "m2"), dcs.ErrLive)
+	err := a.DeleteMember(ctxT(t), "m1")
+	mustIs(t, "delete of the lock holder", err, dcs.ErrLive)
+	if !strings.Contains(err.Error(), "holds the leader lock") {
+		t.Fatalf("refusal for the lock holder does not say so: %v", err)
+	}
+
+	// m2's agent dies; m1's lives on: it renews, and republishes its record
+	// as a running agent does (a non-volatile change writes at once).
+	if e.Crash != nil {
+		e.Crash(2)
+	} else {
+		must(t, "m2 stops", c.Close())
+	}
+	step := min(e.TTL, e.MemberTTL) / 2 // m1 keeps its lock throughout
+	for passed := time.Duration(0); passed < e.MemberTTL; passed += step {
+		e.Advance(step)
+		must(t, "m1 renews", b.RenewLeader(ctxT(t), e.TTL))
+	}
+	must(t, "m1 rewrites its record", b.UpdateMember(ctxT(t), dcs.Member{Role: dcs.RolePrimary, Tags: map[string]string{"zone": "b"}}))
+	waitFor(t, a, "m1's rewritten record", func(cl *dcs.Cluster) bool { m, _ := cl.Member("m1"); return m.Tags["zone"] == "b" })
+	mustIs(t, "delete of the live lock holder", a.DeleteMember(ctxT(t), "m1"), dcs.ErrLive)
+
+	// Gone by the backend's rule: the record is deleted now (or, on etcd,
+	// vanishes with its session lease).
+	deadline := time.Now().Add(opTimeout)
+	for {
+		err := a.DeleteMember(ctxT(t), "m2")
+		if err == nil || errors.Is(err, dcs.ErrNotFound) {
+			break
+		}
+		if !errors.Is(err, dcs.ErrLive) || time.Now().After(deadline) {
+			t.Fatalf("delete of a stopped member's record: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, s := range []dcs.Store{a, b} {
+		waitFor(t, s, "m2's record gone", func(cl *dcs.Cluster) bool { _, ok := cl.Member("m2"); return !ok })
+	}
+	mustIs(t, "delete again", a.DeleteMember(ctxT(t), "m2"), dcs.ErrNotFound)
+	if _, ok := snapshot(t, a).Member("m1"); !ok {
+		t.Fatal("the live member's record went with the stopped one's")
 	}
 }
 

@@ -34,7 +34,8 @@
 // because a live holder does not rewrite its key when renewing.
 //
 // Member keys are bound to a per-store session lease (member ttl, kept alive
-// in the background): a dead member's record vanishes. The other records use
+// in the background): a dead member's record vanishes, so DeleteMember only
+// ever deletes a member key bound to no live lease. The other records use
 // mod-revision compare-and-set.
 //
 // One watch on the prefix feeds a cache from which Cluster is served, and

@@ -69,10 +69,19 @@ func TestContract(t *testing.T) {
 		cluster := newCluster()
 		e := &dcstest.Env{TTL: ttl, MemberTTL: memberTTL, MemberRefresh: memberRefresh}
 		var clocks []*clocktesting.FakeClock
+		var clients []*clientv3.Client
 		for i := 0; i < n; i++ {
 			c := fakeClock()
 			clocks = append(clocks, c)
-			e.Stores = append(e.Stores, newStore(t, cli, cluster, fmt.Sprintf("m%d", i), c))
+			// A client of its own, so that Crash can cut one store off.
+			clients = append(clients, srv.Client(t))
+			e.Stores = append(e.Stores, newStore(t, clients[i], cluster, fmt.Sprintf("m%d", i), c))
+		}
+		// A killed agent's client vanishes: its session is no longer kept
+		// alive, nor revoked.
+		e.Crash = func(i int) {
+			_ = clients[i].Close()
+			_ = e.Stores[i].Close()
 		}
 		// The server's lease clock rules expiry: real time must pass. The
 		// fake clocks only drive the member write rate and unleased keys.

@@ -2,8 +2,11 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -84,4 +87,75 @@ func (s *Store) UpdateMember(ctx context.Context, m dcs.Member) error {
 	s.mu.Unlock()
 	s.catchUp(ctx, resp.Header.Revision)
 	return nil
+}
+
+// DeleteMember implements dcs.Store. etcd alone judges a member's record:
+// it is live while the session lease it is bound to exists. The delete is
+// a transaction on the mod revision judged.
+func (s *Store) DeleteMember(ctx context.Context, name string) error {
+	op := "deleting the record of member " + name
+	if err := dcs.ValidateName("member", name); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := s.waitSynced(ctx, op); err != nil {
+		return err
+	}
+	kv, _ := s.cached("members/" + name)
+	if kv == nil {
+		return fmt.Errorf("%s: %w: member %s has no record", op, dcs.ErrNotFound, name)
+	}
+	if s.holdsLock(name) {
+		return fmt.Errorf("%s: %w", op, record.LockHolderLive(name))
+	}
+	if err := s.sessionLive(ctx, op, name, kv); err != nil {
+		return err
+	}
+	k := string(kv.Key)
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", kv.ModRevision)).
+		Then(clientv3.OpDelete(k)).Else(clientv3.OpGet(k)).Commit()
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if !resp.Succeeded {
+		if firstKV(resp, 0) == nil {
+			return fmt.Errorf("%s: %w: the record vanished (its session lease expired)", op, dcs.ErrNotFound)
+		}
+		return fmt.Errorf("%s: %w: the record of %s changed after it was judged gone", op, dcs.ErrConflict, name)
+	}
+	s.catchUp(ctx, resp.Header.Revision)
+	return nil
+}
+
+// holdsLock reports whether the cached leader key names member as its
+// holder and has not expired.
+func (s *Store) holdsLock(member string) bool {
+	kv, observed := s.cached("leader")
+	if kv == nil {
+		return false
+	}
+	s.mu.Lock()
+	cfgTTL := s.lastConfig.TTL
+	s.mu.Unlock()
+	l := s.leaderOf(kv, observed, cfgTTL, s.clock.Now())
+	return l.Holder == member && !l.Expired
+}
+
+// sessionLive returns ErrLive while the lease that kv is bound to exists.
+func (s *Store) sessionLive(ctx context.Context, op, member string, kv *mvccpb.KeyValue) error {
+	if kv.Lease == 0 {
+		return nil // bound to no session: nothing will ever remove it
+	}
+	resp, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+	if errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
+		return nil
+	}
+	if err != nil {
+		return mapErr(op, err)
+	}
+	if resp.TTL <= 0 {
+		return nil // expired; etcd deletes the record with it
+	}
+	return fmt.Errorf("%s: %w: %s's record is bound to its agent's session lease %x, which etcd keeps for another %ds; "+
+		"the record vanishes with it: at once when its agent stops cleanly, within the member ttl after a crash",
+		op, dcs.ErrLive, member, kv.Lease, resp.TTL)
 }

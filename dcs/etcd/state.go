@@ -18,13 +18,9 @@ import (
 // is still version ("" for absent). It returns whether it succeeded and the
 // current key otherwise.
 func (s *Store) cas(ctx context.Context, k, version string, value []byte) (bool, *mvccpb.KeyValue, error) {
-	cmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
-	if version != "" {
-		rev, err := strconv.ParseInt(version, 10, 64)
-		if err != nil {
-			return false, nil, fmt.Errorf("%w: version %q is not an etcd revision", dcs.ErrConflict, version)
-		}
-		cmp = clientv3.Compare(clientv3.ModRevision(k), "=", rev)
+	cmp, err := atVersion(k, version)
+	if err != nil {
+		return false, nil, err
 	}
 	op := clientv3.OpPut(k, string(value))
 	if value == nil {
@@ -43,6 +39,19 @@ func (s *Store) cas(ctx context.Context, k, version string, value []byte) (bool,
 		cur = rr.Kvs[0]
 	}
 	return false, cur, nil
+}
+
+// atVersion is the comparison "key k is at version" (its mod revision; ""
+// for absent).
+func atVersion(k, version string) (clientv3.Cmp, error) {
+	if version == "" {
+		return clientv3.Compare(clientv3.CreateRevision(k), "=", 0), nil
+	}
+	rev, err := strconv.ParseInt(version, 10, 64)
+	if err != nil {
+		return clientv3.Cmp{}, fmt.Errorf("%w: version %q is not an etcd revision", dcs.ErrConflict, version)
+	}
+	return clientv3.Compare(clientv3.ModRevision(k), "=", rev), nil
 }
 
 // SetConfig implements dcs.Store.
@@ -144,17 +153,7 @@ func (s *Store) AppendHistory(ctx context.Context, e dcs.HistoryEntry) error {
 	k := s.key("history")
 	cur, _ := s.cached("history")
 	for attempt := 0; attempt < casAttempts; attempt++ {
-		var h []dcs.HistoryEntry
-		version := ""
-		if cur != nil {
-			version = ver(cur)
-			if old, err := record.DecodeHistory(k, cur.Value); err == nil {
-				h = old
-			} else {
-				s.log.Warn("replacing unreadable history", zap.Error(err))
-			}
-		}
-		data, err := record.EncodeHistory(record.AppendHistory(h, e))
+		version, data, err := s.appended(cur, e)
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
@@ -168,4 +167,86 @@ func (s *Store) AppendHistory(ctx context.Context, e dcs.HistoryEntry) error {
 		cur = now
 	}
 	return fmt.Errorf("%s: %w: lost the compare-and-set %d times", op, dcs.ErrConflict, casAttempts)
+}
+
+// appended returns the version of the history key cur (nil when absent)
+// and the encoding of its history with e appended.
+func (s *Store) appended(cur *mvccpb.KeyValue, e dcs.HistoryEntry) (version string, data []byte, err error) {
+	var h []dcs.HistoryEntry
+	if cur != nil {
+		version = ver(cur)
+		if old, err := record.DecodeHistory(string(cur.Key), cur.Value); err == nil {
+			h = old
+		} else {
+			s.log.Warn("replacing unreadable history", zap.Error(err))
+		}
+	}
+	data, err = record.EncodeHistory(record.AppendHistory(h, e))
+	return version, data, err
+}
+
+// ChangeConfig implements dcs.Store: one transaction guarded on both the
+// config's and the history's mod revisions writes both; a lost race on the
+// history alone is retried.
+func (s *Store) ChangeConfig(ctx context.Context, cfg dcs.Config, version string, e dcs.HistoryEntry) error {
+	const op = "changing cluster config"
+	cfgData, err := record.EncodeConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := record.ValidateHistoryEntry(e); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := s.waitSynced(ctx, op); err != nil {
+		return err
+	}
+	ck, hk := s.key("config"), s.key("history")
+	cfgAt, err := atVersion(ck, version)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	hist, _ := s.cached("history")
+	for attempt := 0; attempt < casAttempts; attempt++ {
+		hversion, hdata, err := s.appended(hist, e)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		histAt, err := atVersion(hk, hversion)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		resp, err := s.cli.Txn(ctx).If(cfgAt, histAt).
+			Then(clientv3.OpPut(ck, string(cfgData)), clientv3.OpPut(hk, string(hdata))).
+			Else(clientv3.OpGet(ck), clientv3.OpGet(hk)).Commit()
+		if err != nil {
+			return mapErr(op, err)
+		}
+		if resp.Succeeded {
+			s.catchUp(ctx, resp.Header.Revision)
+			return nil
+		}
+		cfgNow, histNow := firstKV(resp, 0), firstKV(resp, 1)
+		if got := kvVersion(cfgNow); got != version {
+			return fmt.Errorf("%s: %w: config version is %s, caller expected %q", op, dcs.ErrConflict, kvVer(cfgNow), version)
+		}
+		hist = histNow
+	}
+	return fmt.Errorf("%s: %w: lost the compare-and-set on the history %d times", op, dcs.ErrConflict, casAttempts)
+}
+
+// firstKV is the key read by the i-th operation of a transaction's
+// response; nil when absent.
+func firstKV(resp *clientv3.TxnResponse, i int) *mvccpb.KeyValue {
+	if rr := resp.Responses[i].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+		return rr.Kvs[0]
+	}
+	return nil
+}
+
+// kvVersion is kv's version as callers pass it back: "" when absent.
+func kvVersion(kv *mvccpb.KeyValue) string {
+	if kv == nil {
+		return ""
+	}
+	return ver(kv)
 }

@@ -338,7 +338,27 @@ func testMinimalRole(t *testing.T, api *kubetest.APIServer) {
 	const ns = "minimal-rbac"
 	api.CreateNamespace(t, ns)
 	bindRules(t, api, ns, "mysqlha-agent", k8sdcs.RBACRules())
-	dcstest.Run(t, factory(api.UnprivilegedConfig(), ns))
+	// agentctl remove runs with an operator's credentials.
+	dcstest.Run(t, factoryAs(api.UnprivilegedConfig(), api.Config(), ns))
+	t.Run("RemoveNeedsDelete", func(t *testing.T) { testRemoveNeedsDelete(t, api, ns) })
+}
+
+// testRemoveNeedsDelete: the agents' Role grants no delete, so a store with
+// it cannot remove a member, and says what is missing.
+func testRemoveNeedsDelete(t *testing.T, api *kubetest.APIServer, ns string) {
+	cluster := newCluster()
+	clk := fakeClock()
+	gone := newStore(t, api.UnprivilegedConfig(), ns, cluster, "m0", fakeClock())
+	s := newStore(t, api.UnprivilegedConfig(), ns, cluster, "m1", clk)
+	if err := gone.UpdateMember(ctx5(t), dcs.Member{Role: dcs.RoleReplica}); err != nil {
+		t.Fatal(err)
+	}
+	waitCluster(t, s, "m0's record", func(c *dcs.Cluster) bool { return len(c.Members) == 1 })
+	clk.Step(memberTTL)
+	err := s.DeleteMember(ctx5(t), "m0")
+	if !errors.Is(err, dcs.ErrForbidden) || !strings.Contains(err.Error(), "needs the delete verb on leases in namespace "+ns) {
+		t.Fatalf("delete with the agents' Role: %v, want ErrForbidden naming the delete verb", err)
+	}
 }
 
 // delayingTransport delays every request by delay while enabled.

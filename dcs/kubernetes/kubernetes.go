@@ -24,10 +24,12 @@
 // Why Leases for the state too, rather than a ConfigMap: the agent then needs
 // exactly one resource in its Role (leases: get, list, watch, create, update;
 // no delete, no patch; deploy/ grants just that), and one watch covers
-// every object of the cluster. The state records share one object, so each
-// record's version is a hash of its annotation: compare-and-set is by content
-// (an update of the history does not invalidate a pending switchover's
-// version), made atomic by the object's resourceVersion.
+// every object of the cluster. Only DeleteMember (`agentctl remove`)
+// deletes: a member Lease gone stale, with the operator's credentials. The
+// state records share one object, so each record's version is a hash of
+// its annotation: compare-and-set is by content (an update of the history
+// does not invalidate a pending switchover's version), made atomic by the
+// object's resourceVersion.
 //
 // # Guarantees
 //
@@ -108,7 +110,7 @@ const (
 // more: list and watch feed the informer; get re-reads an object after a
 // lost compare-and-set or when the cache lags a hand-over; create makes the
 // leader, member and state Leases; update is every compare-and-set. Nothing
-// is ever deleted or patched.
+// is ever deleted or patched by an agent (DeleteMember is agentctl's).
 func RBACRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{
 		APIGroups: []string{coordinationv1.GroupName},

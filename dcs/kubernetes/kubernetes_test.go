@@ -68,7 +68,11 @@ func closedPortConfig(t testing.TB) *rest.Config {
 
 // factory builds contract environments in namespace ns with cfg's
 // credentials.
-func factory(cfg *rest.Config, ns string) dcstest.Factory {
+func factory(cfg *rest.Config, ns string) dcstest.Factory { return factoryAs(cfg, cfg, ns) }
+
+// factoryAs builds contract environments in namespace ns whose members
+// have cfg's credentials and whose remover (agentctl) has operator's.
+func factoryAs(cfg, operator *rest.Config, ns string) dcstest.Factory {
 	return func(t *testing.T, n int) *dcstest.Env {
 		cluster := newCluster()
 		e := &dcstest.Env{TTL: ttl, MemberTTL: memberTTL, MemberRefresh: memberRefresh}
@@ -90,6 +94,11 @@ func factory(cfg *rest.Config, ns string) dcstest.Factory {
 			return newStore(t, cfg, ns, cluster, fmt.Sprintf("m%d", i), c)
 		}
 		e.Unreachable = func() dcs.Store { return newStore(t, closedPortConfig(t), ns, cluster, "unreachable", fakeClock()) }
+		e.Remover = func() dcs.Store {
+			c := fakeClock()
+			clocks = append(clocks, c)
+			return newStore(t, operator, ns, cluster, "remover", c)
+		}
 		return e
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/mysqlha/mysqlha/dcs"
@@ -80,4 +81,58 @@ func (s *Store) UpdateMember(ctx context.Context, m dcs.Member) error {
 		s.mu.Unlock()
 		return nil
 	}
+}
+
+// DeleteMember implements dcs.Store: the member is live while it holds the
+// leader Lease or its member Lease is not stale as this store observed it;
+// the delete carries the resourceVersion judged as its precondition.
+func (s *Store) DeleteMember(ctx context.Context, name string) error {
+	op := "deleting the record of member " + name
+	if err := dcs.ValidateName("member", name); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := s.waitSynced(ctx, op); err != nil {
+		return err
+	}
+	l, err := s.judgeGone(name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	rv := l.ResourceVersion
+	err = s.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("%s: %w: %v; deleting a member Lease needs the delete verb on leases in namespace %s, "+
+			"which the agents' Role does not grant: run agentctl remove with credentials that have it", op, dcs.ErrForbidden, err, s.ns)
+	}
+	if err != nil {
+		return mapErr(op, err)
+	}
+	s.observe(l, true)
+	return nil
+}
+
+// judgeGone returns name's member Lease when this store's cache shows the
+// member not live.
+func (s *Store) judgeGone(name string) (*coordinationv1.Lease, error) {
+	l, observed := s.cached(s.mpref + name)
+	if l == nil {
+		return nil, fmt.Errorf("%w: member %s has no Lease %s%s", dcs.ErrNotFound, name, s.mpref, name)
+	}
+	now := s.clock.Now()
+	if lead, leadObserved := s.cached(s.leaderName); lead != nil {
+		s.mu.Lock()
+		cfgTTL := s.lastConfig.TTL
+		s.mu.Unlock()
+		if ld := leaderOf(lead, leadObserved, cfgTTL, now); ld != nil && ld.Holder == name && !ld.Expired {
+			return nil, record.LockHolderLive(name)
+		}
+	}
+	ttl, err := leaseTTL(l)
+	if err != nil {
+		ttl = s.memberTTL // an unreadable Lease is judged by this store's own member ttl
+	}
+	if err := record.RecordLive(name, observed, ttl, now); err != nil {
+		return nil, err
+	}
+	return l, nil
 }

@@ -89,11 +89,35 @@ func (s *Store) SetConfig(ctx context.Context, cfg dcs.Config, version string) e
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.updateState(ctx, op, func(ann map[string]string) error {
-		if cur := hashVersion(ann[ConfigAnnotation]); cur != version {
-			return fmt.Errorf("%w: config version is %q, caller expected %q", dcs.ErrConflict, cur, version)
+		return setConfig(ann, data, version)
+	})
+}
+
+// setConfig sets the config annotation to data if it is still at version.
+func setConfig(ann map[string]string, data []byte, version string) error {
+	if cur := hashVersion(ann[ConfigAnnotation]); cur != version {
+		return fmt.Errorf("%w: config version is %q, caller expected %q", dcs.ErrConflict, cur, version)
+	}
+	ann[ConfigAnnotation] = string(data)
+	return nil
+}
+
+// ChangeConfig implements dcs.Store: the config and the history are
+// annotations of one state Lease, written by one Update.
+func (s *Store) ChangeConfig(ctx context.Context, cfg dcs.Config, version string, e dcs.HistoryEntry) error {
+	const op = "changing cluster config"
+	data, err := record.EncodeConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := record.ValidateHistoryEntry(e); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.updateState(ctx, op, func(ann map[string]string) error {
+		if err := setConfig(ann, data, version); err != nil {
+			return err
 		}
-		ann[ConfigAnnotation] = string(data)
-		return nil
+		return s.appendHistory(ann, e)
 	})
 }
 
@@ -152,20 +176,23 @@ func (s *Store) AppendHistory(ctx context.Context, e dcs.HistoryEntry) error {
 	if err := record.ValidateHistoryEntry(e); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return s.updateState(ctx, op, func(ann map[string]string) error {
-		var h []dcs.HistoryEntry
-		if raw, ok := ann[HistoryAnnotation]; ok {
-			old, err := record.DecodeHistory(HistoryAnnotation, []byte(raw))
-			if err != nil {
-				s.log.Warn("replacing unreadable history", zap.Error(err))
-			}
-			h = old
-		}
-		data, err := record.EncodeHistory(record.AppendHistory(h, e))
+	return s.updateState(ctx, op, func(ann map[string]string) error { return s.appendHistory(ann, e) })
+}
+
+// appendHistory appends e to the history annotation in ann.
+func (s *Store) appendHistory(ann map[string]string, e dcs.HistoryEntry) error {
+	var h []dcs.HistoryEntry
+	if raw, ok := ann[HistoryAnnotation]; ok {
+		old, err := record.DecodeHistory(HistoryAnnotation, []byte(raw))
 		if err != nil {
-			return err
+			s.log.Warn("replacing unreadable history", zap.Error(err))
 		}
-		ann[HistoryAnnotation] = string(data)
-		return nil
-	})
+		h = old
+	}
+	data, err := record.EncodeHistory(record.AppendHistory(h, e))
+	if err != nil {
+		return err
+	}
+	ann[HistoryAnnotation] = string(data)
+	return nil
 }

@@ -16,14 +16,43 @@ func (s *Store) SetConfig(ctx context.Context, cfg dcs.Config, ver string) error
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
-		cur := ""
-		if c := s.srv.st.config; c != nil {
-			cur = version(c.rev)
-		}
-		if cur != ver {
-			return false, fmt.Errorf("%w: config version is %q, caller expected %q", dcs.ErrConflict, cur, ver)
+		if err := s.srv.configAt(ver); err != nil {
+			return false, err
 		}
 		s.srv.st.config = &configRec{cfg: cfg, rev: s.srv.nextRev()}
+		return true, nil
+	})
+}
+
+// configAt checks that the stored config is at version ver ("" for none);
+// the caller holds srv.mu.
+func (srv *Server) configAt(ver string) error {
+	cur := ""
+	if c := srv.st.config; c != nil {
+		cur = version(c.rev)
+	}
+	if cur != ver {
+		return fmt.Errorf("%w: config version is %q, caller expected %q", dcs.ErrConflict, cur, ver)
+	}
+	return nil
+}
+
+// ChangeConfig implements dcs.Store: config and history change under one
+// lock of the server.
+func (s *Store) ChangeConfig(ctx context.Context, cfg dcs.Config, ver string, e dcs.HistoryEntry) error {
+	const op = "changing cluster config"
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := record.ValidateHistoryEntry(e); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
+		if err := s.srv.configAt(ver); err != nil {
+			return false, err
+		}
+		s.srv.st.config = &configRec{cfg: cfg, rev: s.srv.nextRev()}
+		s.srv.appendHistory(e)
 		return true, nil
 	})
 }
@@ -83,11 +112,16 @@ func (s *Store) AppendHistory(ctx context.Context, e dcs.HistoryEntry) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
-		var h []dcs.HistoryEntry
-		if cur := s.srv.st.history; cur != nil {
-			h = cur.h
-		}
-		s.srv.st.history = &historyRec{h: record.AppendHistory(h, e), rev: s.srv.nextRev()}
+		s.srv.appendHistory(e)
 		return true, nil
 	})
+}
+
+// appendHistory appends e to the stored history; the caller holds srv.mu.
+func (srv *Server) appendHistory(e dcs.HistoryEntry) {
+	var h []dcs.HistoryEntry
+	if cur := srv.st.history; cur != nil {
+		h = cur.h
+	}
+	srv.st.history = &historyRec{h: record.AppendHistory(h, e), rev: srv.nextRev()}
 }

@@ -397,15 +397,32 @@ func ValidateHistoryEntry(e dcs.HistoryEntry) error {
 	if !e.Kind.Valid() {
 		errs = append(errs, fmt.Errorf("%w: unknown history kind %d", dcs.ErrInvalid, e.Kind))
 	}
-	if e.From != "" {
-		errs = append(errs, dcs.ValidateName("history from", e.From))
+	if e.Kind == dcs.HistoryConfig {
+		errs = append(errs, validateConfigEntry(e))
+	} else {
+		if e.From != "" {
+			errs = append(errs, dcs.ValidateName("history from", e.From))
+		}
+		errs = append(errs, dcs.ValidateName("history to", e.To))
 	}
-	errs = append(errs, dcs.ValidateName("history to", e.To))
 	if e.At.IsZero() {
 		errs = append(errs, fmt.Errorf("%w: history entry time is missing", dcs.ErrInvalid))
 	}
 	if e.WriteUnavailable < 0 {
 		errs = append(errs, fmt.Errorf("%w: write_unavailable must be >= 0", dcs.ErrInvalid))
+	}
+	return errors.Join(errs...)
+}
+
+// validateConfigEntry checks what a config change's entry holds: no
+// members, and the changes in its reason.
+func validateConfigEntry(e dcs.HistoryEntry) error {
+	var errs []error
+	if e.From != "" || e.To != "" {
+		errs = append(errs, fmt.Errorf("%w: a config history entry names no members, got from %q to %q", dcs.ErrInvalid, e.From, e.To))
+	}
+	if e.Reason == "" {
+		errs = append(errs, fmt.Errorf("%w: a config history entry lists the changes in its reason, got none", dcs.ErrInvalid))
 	}
 	return errors.Join(errs...)
 }
