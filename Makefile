@@ -27,8 +27,11 @@ build:
 	@if [ -d cmd/agentctl ]; then $(GO) build -o bin/agentctl ./cmd/agentctl; fi
 
 ## test: everything, against real MariaDB, etcd and kube-apiserver. One package
-## at a time (-p 1): the failover tests measure timing on 2 cores.
+## at a time (-p 1): the failover tests measure timing on 2 cores. The HA
+## loop's packages run first under the race detector (they are fast, and the
+## agent's goroutines share state).
 test: deps lint
+	$(GO) test -count=1 -race ./agent/ ./failover/ ./ctl/
 	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
 
 ## unit: the fast tests that need no server.

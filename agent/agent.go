@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -109,9 +110,13 @@ type Agent struct {
 	peerFailsafe PeerFailsafe
 
 	// deadline is shared with the watchdog: zero means "we may not write".
-	deadlineMu sync.Mutex
-	deadline   time.Time
-	rearm      chan struct{}
+	// sharedConfig is clusterConfig as the loop last adopted it, for the
+	// watchdog's and the HTTP API's goroutines (the loop's own field may
+	// change under them at run time: agentctl set-config).
+	sharedConfig atomic.Pointer[dcs.Config]
+	deadlineMu   sync.Mutex
+	deadline     time.Time
+	rearm        chan struct{}
 
 	// Shared with the HTTP API.
 	statusMu sync.Mutex
@@ -157,6 +162,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	if a.peerFailsafe == nil {
 		a.peerFailsafe = HTTPPeerFailsafe(&http.Client{})
 	}
+	a.shareConfig()
 	a.metrics.setRole(dcs.RoleUnknown)
 	return a, nil
 }
@@ -323,6 +329,16 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 	return redo
 }
 
+// shareConfig publishes clusterConfig to the other goroutines.
+func (a *Agent) shareConfig() {
+	c := a.clusterConfig
+	a.sharedConfig.Store(&c)
+}
+
+// config is the cluster config for code that may run outside the loop's
+// goroutine.
+func (a *Agent) config() dcs.Config { return *a.sharedConfig.Load() }
+
 // adoptClusterConfig takes the stored cluster config when it is readable and
 // valid; otherwise the last good one stays in force. Until a config is
 // stored, that is our bootstrap flags, which the bootstrapping member
@@ -346,6 +362,7 @@ func (a *Agent) adoptClusterConfig(cl *dcs.Cluster) {
 	if cl.Config != a.clusterConfig {
 		a.log.Info("adopted a changed cluster config", zap.Strings("changes", a.clusterConfig.Changes(cl.Config)))
 		a.clusterConfig = cl.Config
+		a.shareConfig()
 	}
 	a.clusterConfigGood = true
 }

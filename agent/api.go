@@ -29,7 +29,8 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 		a.statusMu.Lock()
 		last := a.lastLoop
 		a.statusMu.Unlock()
-		if age := a.clock.Since(last); last.IsZero() || age > 3*a.clusterConfig.LoopWait+a.clusterConfig.RetryTimeout {
+		cfg := a.config()
+		if age := a.clock.Since(last); last.IsZero() || age > 3*cfg.LoopWait+cfg.RetryTimeout {
 			http.Error(w, "HA loop stalled", http.StatusServiceUnavailable)
 			return
 		}
@@ -37,7 +38,7 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		st := a.Status()
-		ok := a.isPrimary(st) || a.isReplica(st, a.clusterConfig.MaximumLagOnFailover)
+		ok := a.isPrimary(st) || a.isReplica(st, a.config().MaximumLagOnFailover)
 		writeStatus(w, ok, st)
 	})
 	mux.HandleFunc("GET /primary", func(w http.ResponseWriter, r *http.Request) {

@@ -22,7 +22,7 @@ func (a *Agent) currentDeadline() time.Time {
 func (a *Agent) hasDeadline() bool { return !a.currentDeadline().IsZero() }
 
 func (a *Agent) fenceTrigger(deadline time.Time) time.Time {
-	return deadline.Add(-a.clusterConfig.RetryTimeout)
+	return deadline.Add(-a.config().RetryTimeout)
 }
 
 // effectiveDeadline is the fence trigger, or zero: what decisions compare with.
@@ -91,7 +91,7 @@ func (a *Agent) watchdog(ctx context.Context) {
 func (a *Agent) watchdogFence(ctx context.Context) {
 	a.metrics.fenced(fenceKindSelfDeadline)
 	a.log.Warn("lock deadline passed without a renewal: fencing mysqld")
-	cctx, cancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.config().RetryTimeout)
 	defer cancel()
 	db, err := a.dial(cctx, a.local)
 	if err != nil {
@@ -105,7 +105,7 @@ func (a *Agent) watchdogFence(ctx context.Context) {
 		a.log.Error("watchdog fence failed", zap.Error(err))
 		return
 	}
-	kctx, kcancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout)
+	kctx, kcancel := context.WithTimeout(ctx, a.config().RetryTimeout)
 	defer kcancel()
 	if _, err := db.KillClients(kctx); err != nil {
 		a.log.Warn("watchdog could not kill client sessions", zap.Error(err))
