@@ -1,6 +1,6 @@
 # mysqlha: Patroni-style HA agent for MySQL and MariaDB.
 #
-# make test   installs what the tests need (mariadb-server and the real
+# make test   installs what the tests need (mariadb-server, mariadb-backup, the real
 #             node's packages via apt-get, the Kubernetes binaries built from
 #             Go modules into bin/), then runs lint and every test against
 #             real servers, a real node included.
@@ -22,9 +22,14 @@ export KUBE_BIN_DIR := $(CURDIR)/$(KUBE_BIN)
 
 all: build
 
+## build: the agent, agentctl and agentctl as a kubectl plugin, each
+## reporting VERSION (agentctl version, the member records).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X github.com/mysqlha/mysqlha/internal/version.Version=$(VERSION))
 build:
-	$(GO) build -o bin/mysqlha-agent ./cmd/agent
-	@if [ -d cmd/agentctl ]; then $(GO) build -o bin/agentctl ./cmd/agentctl; fi
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/mysqlha-agent ./cmd/agent
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/agentctl ./cmd/agentctl
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kubectl-mysqlha ./cmd/kubectl-mysqlha
 
 ## test: everything, against real MariaDB, etcd and kube-apiserver. One package
 ## at a time (-p 1): the failover tests measure timing on 2 cores. The HA
@@ -81,11 +86,12 @@ fuzz:
 
 deps: mariadb node-packages kube-bin
 
-## mariadb: Debian's mariadb-server, installed only when mariadbd is missing.
+## mariadb: Debian's mariadb-server, and mariadb-backup (mariabackup and
+## mbstream, for agentctl reinit), installed only when missing.
 mariadb:
-	@if ! PATH="$$PATH:/usr/sbin" command -v mariadbd >/dev/null 2>&1; then \
-		echo "installing mariadb-server with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server >/dev/null; \
+	@if ! PATH="$$PATH:/usr/sbin" command -v mariadbd >/dev/null 2>&1 || ! command -v mariabackup >/dev/null 2>&1; then \
+		echo "installing mariadb-server and mariadb-backup with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server mariadb-backup >/dev/null; \
 	fi
 
 ## node-packages: what the real single-node Kubernetes of the tests runs on
@@ -142,7 +148,7 @@ define demo_prepare
 		echo "[make] mariadb-server installed in $$(( $$(date +%s) - t ))s"; \
 	fi
 	@t=$$(date +%s); \
-	echo "[make] building bin/mysqlha-agent, bin/agentctl and bin/mysqlha-demo (a cold build compiles etcd and client-go: a few minutes; then seconds)"; \
+	echo "[make] building bin/mysqlha-agent, bin/agentctl, bin/kubectl-mysqlha and bin/mysqlha-demo (a cold build compiles etcd and client-go: a few minutes; then seconds)"; \
 	$(MAKE) --no-print-directory build && $(GO) build -o bin/mysqlha-demo ./cmd/demo || exit 1; \
 	echo "[make] binaries ready in $$(( $$(date +%s) - t ))s"
 endef

@@ -36,6 +36,11 @@ type Deps struct {
 	// KillMySQL kills the local mysqld, found by its pid file, and returns
 	// once it is gone; nil when this agent cannot see its process.
 	KillMySQL func(ctx context.Context, pidFile string) (pid int, err error)
+	// Rebuilder rebuilds this member from a donor, and streams backups as
+	// one (agentctl reinit); nil disables both.
+	Rebuilder Rebuilder
+	// FetchClone opens a donor's backup stream; HTTPFetchClone by default.
+	FetchClone FetchClone
 }
 
 // Agent runs the HA loop of one member.
@@ -108,6 +113,10 @@ type Agent struct {
 	// watch follows the holder's liveness (lossless mode).
 	watch        deathWatch
 	peerFailsafe PeerFailsafe
+	// rebuild is the running rebuild of this member (agentctl reinit).
+	rebuilder  Rebuilder
+	fetchClone FetchClone
+	rebuild    *rebuildRun
 
 	// deadline is shared with the watchdog: zero means "we may not write".
 	// sharedConfig is clusterConfig as the loop last adopted it, for the
@@ -145,7 +154,10 @@ func New(cfg Config, d Deps) (*Agent, error) {
 		self: cfg, store: d.Store, dial: d.Dial, labeler: d.Labeler, clock: d.Clock, log: d.Logger,
 		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr, killMySQL: d.KillMySQL, peerFailsafe: d.PeerFailsafe,
 		peers: map[string]Database{}, clusterConfig: cfg.Bootstrap, instance: d.Store.Instance(),
-		rearm: make(chan struct{}, 1),
+		rearm: make(chan struct{}, 1), rebuilder: d.Rebuilder, fetchClone: d.FetchClone,
+	}
+	if a.fetchClone == nil {
+		a.fetchClone = HTTPFetchClone(&http.Client{})
 	}
 	if a.labeler == nil {
 		a.labeler = noLabels{}
@@ -303,6 +315,12 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 	a.adoptClusterConfig(cl)
 	for _, p := range cl.Problems {
 		a.log.Warn("unreadable DCS record", zap.Error(p))
+	}
+	if a.handleReinit(ctx, cl) {
+		// Being rebuilt: no lock, no repointing; keep the record fresh.
+		a.publishStatus(o.obs, o.localErr, cl, failover.Action{Kind: failover.Idle, Reason: "rebuilding from a donor (agentctl reinit)"})
+		a.publishMember(ctx, cl, o.obs, o.localErr)
+		return false
 	}
 
 	snap := a.snapshot(ctx, &o, stopping)

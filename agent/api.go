@@ -22,6 +22,8 @@ import (
 //	GET /cluster   the last DCS snapshot as JSON
 //	POST /failsafe a leader asks this member to confirm it while the DCS is
 //	               unreachable (failsafe mode): 200, or 409 and why not
+//	GET /clone     a backup stream (xbstream) of this member's mysqld for the
+//	               member a pending reinit request names (agentctl reinit)
 //	GET /metrics   Prometheus metrics from gatherer
 func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
@@ -63,6 +65,7 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 		writeJSON(w, http.StatusOK, clusterView(cl))
 	})
 	mux.HandleFunc("POST /failsafe", a.serveFailsafe)
+	mux.HandleFunc("GET /clone", a.serveClone)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return mux
 }
@@ -101,6 +104,7 @@ type ClusterView struct {
 	Members     []dcs.Member       `json:"members"`
 	Config      dcs.Config         `json:"config"`
 	Switchover  *dcs.Switchover    `json:"switchover,omitempty"`
+	Reinit      *dcs.Reinit        `json:"reinit,omitempty"`
 	Initialized *dcs.Initialized   `json:"initialized,omitempty"`
 	History     []dcs.HistoryEntry `json:"history,omitempty"`
 	Problems    []string           `json:"problems,omitempty"`
@@ -108,7 +112,7 @@ type ClusterView struct {
 
 func clusterView(cl *dcs.Cluster) ClusterView {
 	v := ClusterView{Name: cl.Name, Leader: cl.Leader, Members: cl.Members, Config: cl.Config,
-		Switchover: cl.Switchover, Initialized: cl.Initialized, History: cl.History}
+		Switchover: cl.Switchover, Reinit: cl.Reinit, Initialized: cl.Initialized, History: cl.History}
 	for _, p := range cl.Problems {
 		v.Problems = append(v.Problems, p.Error())
 	}

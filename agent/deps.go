@@ -20,6 +20,7 @@ type Store interface {
 	UpdateMember(ctx context.Context, m dcs.Member) error
 	SetConfig(ctx context.Context, cfg dcs.Config, version string) error
 	ClearSwitchover(ctx context.Context, version string) error
+	ClearReinit(ctx context.Context, version string) error
 	SetInitialized(ctx context.Context, init dcs.Initialized) error
 	AppendHistory(ctx context.Context, e dcs.HistoryEntry) error
 	// Instance is this agent's instance id, carried in the lock and the

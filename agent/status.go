@@ -13,6 +13,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/failover"
+	"github.com/mysqlha/mysqlha/internal/version"
 	"github.com/mysqlha/mysqlha/mysqlctl"
 )
 
@@ -30,10 +31,12 @@ func roleName(r dcs.Role) string {
 type MemberStatus struct {
 	Name string `json:"name"`
 	// Instance is this agent process's instance id.
-	Instance  string `json:"instance"`
-	Cluster   string `json:"cluster"`
-	Role      string `json:"role"`
-	HoldsLock bool   `json:"holds_lock"`
+	Instance string `json:"instance"`
+	// AgentVersion is this agent's build (internal/version).
+	AgentVersion string `json:"agent_version"`
+	Cluster      string `json:"cluster"`
+	Role         string `json:"role"`
+	HoldsLock    bool   `json:"holds_lock"`
 	// Healthy: the local mysqld answered the last observation.
 	Healthy        bool    `json:"healthy"`
 	Writable       bool    `json:"writable"`
@@ -162,7 +165,7 @@ func (a *Agent) Status() MemberStatus {
 	a.statusMu.Lock()
 	st := a.status
 	a.statusMu.Unlock()
-	st.Name, st.Instance = a.self.Name, a.instance
+	st.Name, st.Instance, st.AgentVersion = a.self.Name, a.instance, version.Get()
 	if st.HoldsLock && !a.canWriteFor(0) {
 		st.HoldsLock, st.SecondsToFence = false, 0
 	}
@@ -176,7 +179,7 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	m := dcs.Member{
 		Name: a.self.Name, Instance: a.instance, APIURL: a.self.APIURL, MySQLAddr: a.self.MySQLAddr,
 		GTIDExecuted: st.GTIDExecuted, GTIDRetrieved: st.GTIDRetrieved, NoFailover: a.self.NoFailover,
-		FailoverPriority: a.self.FailoverPriority, Lag: a.lastLag, Role: a.role,
+		FailoverPriority: a.self.FailoverPriority, Lag: a.lastLag, Role: a.role, AgentVersion: st.AgentVersion,
 	}
 	m.Replication = replicationState(obs, localErr)
 	if r := obs.Replica; localErr == nil && r != nil && r.Broken() {

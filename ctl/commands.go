@@ -26,6 +26,8 @@ type Store interface {
 	RequestSwitchover(ctx context.Context, sw dcs.Switchover) error
 	ClearSwitchover(ctx context.Context, version string) error
 	DeleteMember(ctx context.Context, name string) error
+	RequestReinit(ctx context.Context, r dcs.Reinit) error
+	ClearReinit(ctx context.Context, version string) error
 }
 
 var _ Store = dcs.Store(nil)
@@ -34,7 +36,13 @@ var _ Store = dcs.Store(nil)
 type CLI struct {
 	Store Store
 	Out   io.Writer
-	In    io.Reader
+	// Err receives the confirmation prompts, and the prose of a mutating
+	// command whose Output is JSON or YAML.
+	Err io.Writer
+	In  io.Reader
+	// Output is the format of a mutating command's result ("" is Table):
+	// with JSON or YAML it prints one Result object on Out.
+	Output Format
 	// Poll is how often --wait and --watch re-read the DCS between change
 	// notifications.
 	Poll time.Duration
@@ -168,7 +176,7 @@ func candidate(cl *dcs.Cluster, name string) (failover.Member, error) {
 }
 
 func (c *CLI) confirm(question string) error {
-	fmt.Fprintf(c.Out, "%s [y/N] ", question)
+	fmt.Fprintf(c.errOut(), "%s [y/N] ", question)
 	line, _ := bufio.NewReader(c.In).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 		return fail(ExitAborted, "aborted; nothing was changed")
@@ -209,7 +217,7 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 		target = "the best replica"
 	}
 	if !o.Force {
-		fmt.Fprintf(c.Out, "Plan: %s stops writes, waits until %s has every transaction, then hands it the lock.\n", leader, target)
+		fmt.Fprintf(c.errOut(), "Plan: %s stops writes, waits until %s has every transaction, then hands it the lock.\n", leader, target)
 		if err := c.confirm(fmt.Sprintf("Switch over from %s to %s?", leader, target)); err != nil {
 			return err
 		}
@@ -222,16 +230,20 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 		}
 		return fmt.Errorf("writing the switchover request: %w", err)
 	}
-	fmt.Fprintf(c.Out, "Switchover requested: %s -> %s\n", leader, target)
-	if !o.Wait {
-		return nil
+	c.say("Switchover requested: %s -> %s\n", leader, target)
+	r := Result{Command: "switchover", From: leader, To: o.To, Message: "switchover requested"}
+	if o.Wait {
+		if r.Primary, err = c.waitNewPrimary(ctx, leader, o.To, o.Timeout); err != nil {
+			return err
+		}
+		r.Message = r.Primary + " is the primary and accepts writes"
 	}
-	return c.waitNewPrimary(ctx, leader, o.To, o.Timeout)
+	return c.finish(r)
 }
 
 // waitNewPrimary waits until a member other than old (or exactly want) holds
-// the lock and reports itself primary.
-func (c *CLI) waitNewPrimary(ctx context.Context, old, want string, timeout time.Duration) error {
+// the lock and reports itself primary, and returns its name.
+func (c *CLI) waitNewPrimary(ctx context.Context, old, want string, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
@@ -241,16 +253,16 @@ func (c *CLI) waitNewPrimary(ctx context.Context, old, want string, timeout time
 		if err == nil {
 			if l := cl.Leader; l != nil && !l.Expired && l.Holder != old && (want == "" || l.Holder == want) {
 				if m, ok := cl.Member(l.Holder); ok && m.Role == dcs.RolePrimary {
-					fmt.Fprintf(c.Out, "%s is the primary and accepts writes (after %s)\n", l.Holder, time.Since(start).Round(time.Millisecond))
-					return nil
+					c.say("%s is the primary and accepts writes (after %s)\n", l.Holder, time.Since(start).Round(time.Millisecond))
+					return l.Holder, nil
 				}
 			}
 			if sawRequest && cl.Switchover == nil && cl.Leader != nil && cl.Leader.Holder == old {
-				return fail(ExitRejected, "the leader %s rejected or abandoned the switchover; see its log and Events", old)
+				return "", fail(ExitRejected, "the leader %s rejected or abandoned the switchover; see its log and Events", old)
 			}
 		}
 		if !c.waitChange(ctx) {
-			return fail(ExitTimeout, "timed out after %s waiting for the new primary", timeout)
+			return "", fail(ExitTimeout, "timed out after %s waiting for the new primary", timeout)
 		}
 	}
 }
@@ -309,11 +321,15 @@ func (c *CLI) Failover(ctx context.Context, o FailoverOptions) error {
 		}
 		return fmt.Errorf("writing the failover request: %w", err)
 	}
-	fmt.Fprintf(c.Out, "Failover to %s requested\n", o.To)
-	if !o.Wait {
-		return nil
+	c.say("Failover to %s requested\n", o.To)
+	r := Result{Command: "failover", To: o.To, Message: "failover requested"}
+	if o.Wait {
+		if r.Primary, err = c.waitNewPrimary(ctx, "", o.To, o.Timeout); err != nil {
+			return err
+		}
+		r.Message = r.Primary + " is the primary and accepts writes"
 	}
-	return c.waitNewPrimary(ctx, "", o.To, o.Timeout)
+	return c.finish(r)
 }
 
 // SetPaused switches maintenance mode; with wait it returns once a leader
@@ -340,15 +356,20 @@ func (c *CLI) SetPaused(ctx context.Context, paused, wait bool, timeout time.Dur
 		}
 		break
 	}
+	r := Result{Command: "resume", Paused: &paused, Message: "automatic failover is on"}
 	if paused {
-		fmt.Fprintln(c.Out, "Paused: no automatic failover or demotion until `agentctl resume`.")
-		return nil
+		r.Command, r.Message = "pause", "no automatic failover or demotion until resume"
+		c.say("Paused: no automatic failover or demotion until `agentctl resume`.\n")
+		return c.finish(r)
 	}
-	fmt.Fprintln(c.Out, "Resumed: automatic failover is on.")
-	if !wait {
-		return nil
+	c.say("Resumed: automatic failover is on.\n")
+	if wait {
+		var err error
+		if r.Primary, err = c.waitNewPrimary(ctx, "", "", timeout); err != nil {
+			return err
+		}
 	}
-	return c.waitNewPrimary(ctx, "", "", timeout)
+	return c.finish(r)
 }
 
 // HistoryRow is one entry of `agentctl history`, also as JSON or YAML: the

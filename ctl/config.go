@@ -93,7 +93,7 @@ func (c *CLI) SetConfig(ctx context.Context, assignments []string) error {
 	if err != nil {
 		return err
 	}
-	return c.applyConfig(ctx, cl.Config, next, cl.ConfigVersion, false)
+	return c.applyConfig(ctx, "set-config", cl.Config, next, cl.ConfigVersion, false)
 }
 
 // assign returns cfg with every key=value of assignments set.
@@ -116,13 +116,14 @@ func assign(cfg dcs.Config, assignments []string) (dcs.Config, error) {
 }
 
 // applyConfig validates next and writes it over old, which was stored at
-// version, with its history entry. replacing: the stored config cannot be
-// read and old is the defaults, so next is written even when equal to it.
-func (c *CLI) applyConfig(ctx context.Context, old, next dcs.Config, version string, replacing bool) error {
+// version, with its history entry, for command. replacing: the stored
+// config cannot be read and old is the defaults, so next is written even
+// when equal to it.
+func (c *CLI) applyConfig(ctx context.Context, command string, old, next dcs.Config, version string, replacing bool) error {
 	changes := old.Changes(next)
 	if len(changes) == 0 && !replacing {
-		fmt.Fprintln(c.Out, "No change: the stored config already has these values.")
-		return nil
+		c.say("No change: the stored config already has these values.\n")
+		return c.finish(Result{Command: command, Message: "no change"})
 	}
 	if err := next.Validate(); err != nil {
 		return fail(ExitUsage, "invalid cluster config, nothing was changed:\n%v", err)
@@ -141,8 +142,8 @@ func (c *CLI) applyConfig(ctx context.Context, old, next dcs.Config, version str
 	case err != nil:
 		return fmt.Errorf("writing the cluster config: %w", err)
 	}
-	fmt.Fprintf(c.Out, "Changed the cluster config: %s.\nThe agents apply it at their next loop iteration, without a restart.\n", reason)
-	return nil
+	c.say("Changed the cluster config: %s.\nThe agents apply it at their next loop iteration, without a restart.\n", reason)
+	return c.finish(Result{Command: command, Changes: changes, Message: "changed the cluster config: " + reason})
 }
 
 // changeReason says what a config write changes, as its history entry's
@@ -184,12 +185,12 @@ func (c *CLI) EditConfig(ctx context.Context, force bool) error {
 	}
 	replacing := cl.ConfigErr != nil
 	if changes := old.Changes(next); (len(changes) > 0 || replacing) && !force {
-		fmt.Fprintf(c.Out, "Changes: %s\n", changeReason(changes, replacing))
+		fmt.Fprintf(c.errOut(), "Changes: %s\n", changeReason(changes, replacing))
 		if err := c.confirm("Apply them to the cluster?"); err != nil {
 			return err
 		}
 	}
-	return c.applyConfig(ctx, old, next, cl.ConfigVersion, replacing)
+	return c.applyConfig(ctx, "edit-config", old, next, cl.ConfigVersion, replacing)
 }
 
 // editSettings writes cfg to a temporary file, runs the editor on it and

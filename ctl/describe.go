@@ -89,6 +89,7 @@ func (d MemberDetail) WriteTable(w io.Writer) {
 	line("MySQL address", d.MySQLAddr)
 	line("API URL", d.APIURL)
 	line("Agent instance", d.Instance)
+	line("Agent version", agentVersion(d.AgentVersion))
 	line("No failover", d.NoFailover)
 	line("Failover priority", d.FailoverPriority)
 	if d.Tags != "" {

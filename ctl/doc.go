@@ -1,5 +1,6 @@
 // Package ctl implements agentctl's commands: status, switchover, failover,
-// pause, resume, history, show-config, set-config, edit-config and remove.
+// pause, resume, history, show-config, set-config, edit-config, describe,
+// remove and version.
 // It talks only to the DCS, so it works from a laptop (kubeconfig or etcd
 // endpoints) as well as from inside a pod, and needs no network path to the
 // database pods: mutating commands write requests or records that the
@@ -12,8 +13,10 @@
 // backend judges the member gone (dcs.Store.DeleteMember).
 //
 // Every failure is an *Error with a distinct exit code, so scripts can branch
-// on what went wrong.
+// on what went wrong. With CLI.Output JSON or YAML, a command that changes
+// the cluster prints one Result object on Out and its prose on Err.
 //
 // It depends on dcs, failover and mysqlctl/gtid only, never on the agent: the agents and
-// agentctl meet in the DCS records. Only cmd/agentctl imports it.
+// agentctl meet in the DCS records. Only internal/agentctlcmd, agentctl's
+// command line, imports it.
 package ctl

@@ -32,13 +32,13 @@ func (c *CLI) Remove(ctx context.Context, name string, timeout time.Duration) er
 		err := c.deleteMember(ctx, name)
 		switch {
 		case err == nil:
-			fmt.Fprintf(c.Out, "Removed the record of %s.\n", name)
-			return nil
+			c.say("Removed the record of %s.\n", name)
+			return c.finish(Result{Command: "remove", Member: name, Message: "removed the record"})
 		case errors.Is(err, dcs.ErrNotFound) && !known:
 			return unknownMember(cl, name)
 		case errors.Is(err, dcs.ErrNotFound):
-			fmt.Fprintf(c.Out, "The record of %s is gone: its DCS session ended.\n", name)
-			return nil
+			c.say("The record of %s is gone: its DCS session ended.\n", name)
+			return c.finish(Result{Command: "remove", Member: name, Message: "the record is gone: its DCS session ended"})
 		case errors.Is(err, dcs.ErrConflict):
 			return liveRefusal(name)
 		case !errors.Is(err, dcs.ErrLive):
@@ -49,7 +49,7 @@ func (c *CLI) Remove(ctx context.Context, name string, timeout time.Duration) er
 		}
 		if !waiting {
 			waiting = true
-			fmt.Fprintf(c.Out, "%s may still be live (%v).\nWatching its record for up to %v: a running agent rewrites it, a stopped one's lapses.\n",
+			c.say("%s may still be live (%v).\nWatching its record for up to %v: a running agent rewrites it, a stopped one's lapses.\n",
 				name, err, timeout)
 		}
 		if !c.waitChange(ctx) {

@@ -39,6 +39,9 @@ type MemberRow struct {
 	LagTransactions *uint64 `json:"lag_transactions,omitempty"`
 	GTID            string  `json:"gtid"`
 	Tags            string  `json:"tags,omitempty"`
+	// AgentVersion is the version of the member's agent; empty for an
+	// agent older than the field.
+	AgentVersion string `json:"agent_version,omitempty"`
 }
 
 // BuildStatus turns a snapshot into the status view.
@@ -62,7 +65,7 @@ func BuildStatus(cl *dcs.Cluster) StatusView {
 		}
 	}
 	for _, m := range cl.Members {
-		row := MemberRow{Name: m.Name, Role: m.Role.String(), State: memberState(m), GTID: m.GTIDExecuted}
+		row := MemberRow{Name: m.Name, Role: m.Role.String(), State: memberState(m), GTID: m.GTIDExecuted, AgentVersion: m.AgentVersion}
 		if m.Role == dcs.RolePrimary && (cl.Leader == nil || cl.Leader.Holder != m.Name || cl.Leader.Expired) {
 			// A record can outlive its agent by the member TTL.
 			row.State = "not the lock holder (stale record?)"

@@ -100,6 +100,13 @@ type StateWriter interface {
 	// ClearSwitchover deletes the pending request if its version is still
 	// version: ErrNotFound when none is pending, ErrConflict when it changed.
 	ClearSwitchover(ctx context.Context, version string) error
+	// RequestReinit stores a request to rebuild a member if none is
+	// pending, else ErrExists.
+	RequestReinit(ctx context.Context, r Reinit) error
+	// ClearReinit deletes the pending reinit request if its version is
+	// still version: ErrNotFound when none is pending, ErrConflict when it
+	// changed.
+	ClearReinit(ctx context.Context, version string) error
 	// SetInitialized records the cluster's identity once: ErrExists when it
 	// is already recorded.
 	SetInitialized(ctx context.Context, init Initialized) error

@@ -33,6 +33,9 @@ type Cluster struct {
 	ConfigVersion string
 	// Switchover is the pending switchover request, nil when none.
 	Switchover *Switchover
+	// Reinit is the pending request to rebuild a member from a donor, nil
+	// when none.
+	Reinit *Reinit
 	// Initialized is the cluster's identity record, nil before bootstrap.
 	Initialized *Initialized
 	// History lists failovers, switchovers and config changes, oldest
@@ -191,6 +194,9 @@ type Member struct {
 	FailoverPriority int
 	// Tags are free-form, informational labels.
 	Tags map[string]string
+	// AgentVersion is the version of the agent that wrote the record; ""
+	// from agents older than the field. Informational.
+	AgentVersion string
 	// UpdatedAt is set by UpdateMember from the writer's clock.
 	// Informational: never compare it with this member's clock.
 	UpdatedAt time.Time
@@ -218,9 +224,13 @@ const (
 	// HistoryConfig: a change of the cluster config by an operator; the
 	// entry names no member and its Reason lists the changes.
 	HistoryConfig
+	// HistoryReinit: a member rebuilt from a donor's backup (agentctl
+	// reinit); To is the rebuilt member, From the donor, Reason "done" or
+	// why it failed.
+	HistoryReinit
 )
 
-var historyNames = map[HistoryKind]string{HistoryFailover: "failover", HistorySwitchover: "switchover", HistoryConfig: "config"}
+var historyNames = map[HistoryKind]string{HistoryFailover: "failover", HistorySwitchover: "switchover", HistoryConfig: "config", HistoryReinit: "reinit"}
 
 // Valid reports whether k is one of the defined kinds.
 func (k HistoryKind) Valid() bool { _, ok := historyNames[k]; return ok }
@@ -239,7 +249,7 @@ func ParseHistoryKind(s string) (HistoryKind, error) {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown history kind %q (want failover, switchover or config)", ErrInvalid, s)
+	return 0, fmt.Errorf("%w: unknown history kind %q (want failover, switchover, config or reinit)", ErrInvalid, s)
 }
 
 // MaxHistory bounds the stored history; AppendHistory drops the oldest.
@@ -276,6 +286,25 @@ type Switchover struct {
 	Force bool
 
 	// Version is set on read; pass it to ClearSwitchover.
+	Version string
+	// Err is non-nil (wrapping ErrCorrupt) when the stored request cannot be
+	// read; the request must then be ignored and cleared.
+	Err error
+}
+
+// Reinit is a request to rebuild one member's data from a donor's backup.
+// One request is pending at a time: a rebuild loads its donor, and two at
+// once would compete for the same healthy members.
+type Reinit struct {
+	// Member is the member to rebuild; never the lock holder.
+	Member string
+	// Donor is the member whose backup is copied; "" lets the target's
+	// agent choose (the best healthy replica, else the leader).
+	Donor string
+	// RequestedAt is set from the writer's clock when zero.
+	RequestedAt time.Time
+
+	// Version is set on read; pass it to ClearReinit.
 	Version string
 	// Err is non-nil (wrapping ErrCorrupt) when the stored request cannot be
 	// read; the request must then be ignored and cleared.

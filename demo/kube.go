@@ -205,7 +205,8 @@ func (k *kubeBackend) ctlArgs() []string {
 }
 
 func (k *kubeBackend) env() []string {
-	return []string{"MYSQLHA_DCS=kubernetes", "KUBECONFIG=" + k.adminKubeconfig, "POD_NAMESPACE=" + kubeNamespace}
+	// The kubeconfig's context names the namespace, as kubectl reads it.
+	return []string{"MYSQLHA_DCS=kubernetes", "KUBECONFIG=" + k.adminKubeconfig}
 }
 
 func (k *kubeBackend) tryLines() []string {

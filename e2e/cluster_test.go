@@ -198,6 +198,7 @@ func (c *Cluster) newMember(index int, s *mysqltest.Server, agentName, logName s
 	m.args = append(append([]string{c.bin}, dcsArgs...),
 		"--cluster="+c.Name, "--name="+agentName,
 		"--mysql-local-addr="+s.Addr(), "--advertise-mysql-addr="+m.mysqlAddr,
+		"--mysql-datadir="+filepath.Join(s.Dir, "data"),
 		"--mysql-password-file="+s.PasswordFile(tb, mysqltest.AgentPassword),
 		"--replication-user="+mysqltest.ReplUser,
 		"--replication-password-file="+s.PasswordFile(tb, mysqltest.ReplPassword),

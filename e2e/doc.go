@@ -38,6 +38,9 @@
 //	pause_test.go             agentctl pause: no failover after kill -9 of the
 //	                          primary; agentctl resume --wait brings it back
 //	agentctl_errors_test.go   every documented agentctl exit code and --help
+//	reinit_test.go            the primary purged its binary logs; an emptied member
+//	                          is rebuilt from a replica's mariabackup stream
+//	                          (ctl.CLI.Reinit --wait) and replicates every row
 //
 // Fault injections (each prints one INJECTIONS summary line, injections_test.go):
 //

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,12 +28,14 @@ import (
 
 	"github.com/mysqlha/mysqlha/agent"
 	"github.com/mysqlha/mysqlha/agent/podrole"
+	"github.com/mysqlha/mysqlha/backup"
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/connect"
 	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
 	"github.com/mysqlha/mysqlha/internal/apitls"
 	"github.com/mysqlha/mysqlha/internal/mysqldproc"
 	"github.com/mysqlha/mysqlha/internal/pemfiles"
+	"github.com/mysqlha/mysqlha/internal/version"
 	"github.com/mysqlha/mysqlha/mysqlctl"
 )
 
@@ -68,6 +71,7 @@ type options struct {
 	replTLSFiles              mysqlctl.SourceTLS
 	kubeconfig                string
 	localAddr, user, pwFile   string
+	datadir                   string
 	replPwFile                string
 	logLevel, semiSync        string
 	labelPods, killHung       bool
@@ -100,6 +104,7 @@ func defineFlags(o *options, b *dcs.Config) *flag.FlagSet {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig file; in-cluster config when empty")
 	fs.StringVar(&o.localAddr, "mysql-local-addr", "127.0.0.1:3306", "where the agent reaches its own mysqld (host:port or socket path)")
 	fs.StringVar(&o.cfg.MySQLAddr, "advertise-mysql-addr", env("MYSQLHA_ADVERTISE_MYSQL_ADDR", net.JoinHostPort(podIP, "3306")), "host:port where peers and replicas reach this mysqld")
+	fs.StringVar(&o.datadir, "mysql-datadir", "", "the local mysqld's data directory as this agent sees it (mounted); enables agentctl reinit on this member, as target and as donor (MariaDB: needs mariabackup and mbstream)")
 	fs.StringVar(&o.user, "mysql-user", "mysqlha", "the agent's MySQL user")
 	fs.StringVar(&o.pwFile, "mysql-password-file", "", "file holding the agent user's password")
 	fs.StringVar(&o.cfg.ReplicationUser, "replication-user", "repl", "user replicas replicate as")
@@ -247,6 +252,13 @@ func run(args []string) error {
 	if o.killHung {
 		deps.KillMySQL = mysqldproc.Kill
 	}
+	if o.datadir != "" {
+		if deps.Rebuilder, err = o.rebuilder(); err != nil {
+			return err
+		}
+		// No client Timeout: a backup streams for as long as it takes.
+		deps.FetchClone = agent.HTTPFetchClone(&http.Client{Transport: peers.Transport})
+	}
 	a, err := agent.New(o.cfg, deps)
 	if err != nil {
 		return err
@@ -262,7 +274,8 @@ func run(args []string) error {
 	srv := &http.Server{Handler: a.Handler(reg), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
-	log.Info("agent started", zap.String("api", ln.Addr().String()), zap.String("dcs", o.dcsKind))
+	log.Info("agent started", zap.String("api", ln.Addr().String()), zap.String("dcs", o.dcsKind),
+		zap.String("version", version.Get()))
 	return a.Run(ctx)
 }
 
@@ -326,4 +339,30 @@ func (p podLabels) RemovePrimary(ctx context.Context, pod string) error {
 
 func (p podLabels) Event(ctx context.Context, pod, eventType, reason, message string) {
 	p.l.Event(ctx, pod, eventType, reason, message)
+}
+
+// rebuilder is the local side of agentctl reinit: mariabackup reaches the
+// local mysqld as the agent does.
+func (o *options) rebuilder() (agent.Rebuilder, error) {
+	src := backup.Source{Datadir: o.datadir, User: o.user}
+	if strings.HasPrefix(o.localAddr, "/") {
+		src.Socket = o.localAddr
+	} else {
+		host, port, err := net.SplitHostPort(o.localAddr)
+		if err != nil {
+			return nil, fmt.Errorf("--mysql-local-addr %q: %w", o.localAddr, err)
+		}
+		src.Host = host
+		if src.Port, err = strconv.Atoi(port); err != nil {
+			return nil, fmt.Errorf("--mysql-local-addr %q: port: %w", o.localAddr, err)
+		}
+	}
+	if o.pwFile != "" {
+		pw, err := os.ReadFile(o.pwFile)
+		if err != nil {
+			return nil, fmt.Errorf("--mysql-password-file: %w", err)
+		}
+		src.Password = strings.TrimRight(string(pw), "\r\n")
+	}
+	return backup.Local{Source: src}, nil
 }

@@ -27,6 +27,11 @@ type Settings struct {
 	Kind string
 	// Kubeconfig is a kubeconfig file; in-cluster config when empty.
 	Kubeconfig string
+	// RESTConfig, when set, is the Kubernetes client config to use instead
+	// of Kubeconfig: agentctl resolves it kubectl's way (contexts,
+	// $KUBECONFIG lists) with k8s.io/cli-runtime, which the agent binary
+	// does not link.
+	RESTConfig *rest.Config
 	Namespace  string
 	// EtcdEndpoints are comma-separated client URLs.
 	EtcdEndpoints string
@@ -97,7 +102,7 @@ func Open(s Settings, log *zap.Logger) (*Conn, error) {
 		}
 		return &Conn{Store: store, close: func() { cli.Close() }}, nil
 	case "kubernetes":
-		cfg, err := restConfig(s.Kubeconfig)
+		cfg, err := s.restConfig()
 		if err != nil {
 			return nil, err
 		}
@@ -115,7 +120,11 @@ func Open(s Settings, log *zap.Logger) (*Conn, error) {
 	return nil, fmt.Errorf("--dcs %q: want kubernetes or etcd", s.Kind)
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
+func (s Settings) restConfig() (*rest.Config, error) {
+	if s.RESTConfig != nil {
+		return s.RESTConfig, nil
+	}
+	kubeconfig := s.Kubeconfig
 	if kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {

@@ -9,6 +9,7 @@
 //	members/<name>  member record (JSON) bound to the member's session lease
 //	config          cluster config (JSON)
 //	switchover      pending switchover request (JSON)
+//	reinit          pending request to rebuild a member (JSON)
 //	initialized     cluster identity (JSON)
 //	history         failover/switchover history (JSON list)
 //

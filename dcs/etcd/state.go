@@ -130,6 +130,39 @@ func (s *Store) ClearSwitchover(ctx context.Context, version string) error {
 	}
 }
 
+// RequestReinit implements dcs.Store.
+func (s *Store) RequestReinit(ctx context.Context, r dcs.Reinit) error {
+	const op = "requesting reinit"
+	_, data, err := record.PrepareReinit(r, s.clock.Now())
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.createOnce(ctx, op, "reinit", data, record.ReinitExists)
+}
+
+// ClearReinit implements dcs.Store.
+func (s *Store) ClearReinit(ctx context.Context, version string) error {
+	const op = "clearing reinit request"
+	if err := ctx.Err(); err != nil {
+		return mapErr(op, err)
+	}
+	if version == "" {
+		return fmt.Errorf("%s: %w: empty version", op, dcs.ErrInvalid)
+	}
+	ok, cur, err := s.cas(ctx, s.key("reinit"), version, nil)
+	if err != nil {
+		return mapErr(op, err)
+	}
+	switch {
+	case ok:
+		return nil
+	case cur == nil:
+		return fmt.Errorf("%s: %w: no reinit request is pending", op, dcs.ErrNotFound)
+	default:
+		return fmt.Errorf("%s: %w: request version is %s, caller expected %q", op, dcs.ErrConflict, kvVer(cur), version)
+	}
+}
+
 // SetInitialized implements dcs.Store.
 func (s *Store) SetInitialized(ctx context.Context, in dcs.Initialized) error {
 	const op = "recording cluster initialization"

@@ -18,7 +18,8 @@
 //	                                 = member ttl, renewTime = last write, the
 //	                                 record as JSON in annotation mysqlha.io/member
 //	Lease <cluster>-state            annotations mysqlha.io/config,
-//	                                 mysqlha.io/switchover, mysqlha.io/initialized,
+//	                                 mysqlha.io/switchover, mysqlha.io/reinit,
+//	                                 mysqlha.io/initialized,
 //	                                 mysqlha.io/history (JSON each)
 //
 // Why Leases for the state too, rather than a ConfigMap: the agent then needs
@@ -96,6 +97,7 @@ const (
 	MemberAnnotation      = "mysqlha.io/member"
 	ConfigAnnotation      = "mysqlha.io/config"
 	SwitchoverAnnotation  = "mysqlha.io/switchover"
+	ReinitAnnotation      = "mysqlha.io/reinit"
 	InitializedAnnotation = "mysqlha.io/initialized"
 	HistoryAnnotation     = "mysqlha.io/history"
 

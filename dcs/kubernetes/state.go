@@ -38,7 +38,7 @@ func (s *Store) readState(c *dcs.Cluster, l *coordinationv1.Lease) {
 		return &record.Stored{Where: where(l) + " annotation " + key, Data: []byte(raw), Version: hashVersion(raw)}
 	}
 	st := record.StoredState{
-		Config: stored(ConfigAnnotation), Switchover: stored(SwitchoverAnnotation), Initialized: stored(InitializedAnnotation),
+		Config: stored(ConfigAnnotation), Switchover: stored(SwitchoverAnnotation), Reinit: stored(ReinitAnnotation), Initialized: stored(InitializedAnnotation),
 	}
 	if raw, ok := l.Annotations[HistoryAnnotation]; ok {
 		// No version: the history is appended to, never compared.
@@ -155,6 +155,31 @@ func (s *Store) ClearSwitchover(ctx context.Context, version string) error {
 			return fmt.Errorf("%w: request version is %q, caller expected %q", dcs.ErrConflict, hashVersion(cur), version)
 		}
 		delete(ann, SwitchoverAnnotation)
+		return nil
+	})
+}
+
+// RequestReinit implements dcs.Store.
+func (s *Store) RequestReinit(ctx context.Context, r dcs.Reinit) error {
+	const op = "requesting reinit"
+	_, data, err := record.PrepareReinit(r, s.clock.Now())
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.createOnce(ctx, op, ReinitAnnotation, data, record.ReinitExists)
+}
+
+// ClearReinit implements dcs.Store.
+func (s *Store) ClearReinit(ctx context.Context, version string) error {
+	return s.updateState(ctx, "clearing reinit request", func(ann map[string]string) error {
+		cur, ok := ann[ReinitAnnotation]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: no reinit request is pending", dcs.ErrNotFound)
+		case hashVersion(cur) != version:
+			return fmt.Errorf("%w: request version is %q, caller expected %q", dcs.ErrConflict, hashVersion(cur), version)
+		}
+		delete(ann, ReinitAnnotation)
 		return nil
 	})
 }

@@ -51,6 +51,12 @@ type switchoverRec struct {
 	rev  int64
 }
 
+type reinitRec struct {
+	r    dcs.Reinit
+	data []byte // r's encoding, for the refusal of a second request
+	rev  int64
+}
+
 type initializedRec struct {
 	in   dcs.Initialized
 	data []byte // in's encoding, for the refusal of a second record
@@ -68,6 +74,7 @@ type state struct {
 	members     map[string]*memberRec
 	config      *configRec
 	switchover  *switchoverRec
+	reinit      *reinitRec
 	initialized *initializedRec
 	history     *historyRec
 }
@@ -86,6 +93,9 @@ func (st *state) revs() map[string]int64 {
 	}
 	if st.switchover != nil {
 		r["switchover"] = st.switchover.rev
+	}
+	if st.reinit != nil {
+		r["reinit"] = st.reinit.rev
 	}
 	if st.initialized != nil {
 		r["initialized"] = st.initialized.rev

@@ -89,6 +89,38 @@ func (s *Store) ClearSwitchover(ctx context.Context, ver string) error {
 	})
 }
 
+// RequestReinit implements dcs.Store.
+func (s *Store) RequestReinit(ctx context.Context, r dcs.Reinit) error {
+	const op = "requesting reinit"
+	r, data, err := record.PrepareReinit(r, s.clock.Now())
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
+		if cur := s.srv.st.reinit; cur != nil {
+			return false, record.ReinitExists(cur.data)
+		}
+		s.srv.st.reinit = &reinitRec{r: r, data: data, rev: s.srv.nextRev()}
+		return true, nil
+	})
+}
+
+// ClearReinit implements dcs.Store.
+func (s *Store) ClearReinit(ctx context.Context, ver string) error {
+	return s.srv.do(ctx, s, "clearing reinit request", func(time.Time) (bool, error) {
+		cur := s.srv.st.reinit
+		if cur == nil {
+			return false, fmt.Errorf("%w: no reinit request is pending", dcs.ErrNotFound)
+		}
+		if version(cur.rev) != ver {
+			return false, fmt.Errorf("%w: reinit request version is %q, caller expected %q", dcs.ErrConflict, version(cur.rev), ver)
+		}
+		s.srv.st.reinit = nil
+		s.srv.nextRev()
+		return true, nil
+	})
+}
+
 // SetInitialized implements dcs.Store.
 func (s *Store) SetInitialized(ctx context.Context, in dcs.Initialized) error {
 	const op = "recording cluster initialization"

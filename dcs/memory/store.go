@@ -181,6 +181,11 @@ func (s *Store) Cluster(ctx context.Context) (*dcs.Cluster, error) {
 		sw.Version = version(v.switchover.rev)
 		c.Switchover = &sw
 	}
+	if v.reinit != nil {
+		r := v.reinit.r
+		r.Version = version(v.reinit.rev)
+		c.Reinit = &r
+	}
 	if v.initialized != nil {
 		in := v.initialized.in
 		in.Version = version(v.initialized.rev)

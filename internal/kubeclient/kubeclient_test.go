@@ -111,7 +111,9 @@ func TestAgainstAPIServer(t *testing.T) {
 }
 
 // TestAgentLinksNoClientset: the agent binary must not import client-go's
-// clientset, whose scheme registers every API group (47 MB of RSS idle).
+// clientset, whose scheme registers every API group (47 MB of RSS idle),
+// nor agentctl's command line (cli-runtime, which links the clientset's
+// printers and kustomize).
 func TestAgentLinksNoClientset(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "github.com/mysqlha/mysqlha/cmd/agent").CombinedOutput()
 	if err != nil {
@@ -120,6 +122,9 @@ func TestAgentLinksNoClientset(t *testing.T) {
 	for _, pkg := range strings.Fields(string(out)) {
 		if pkg == "k8s.io/client-go/kubernetes/scheme" || pkg == "k8s.io/client-go/kubernetes" {
 			t.Errorf("cmd/agent depends on %s: use internal/kubeclient", pkg)
+		}
+		if strings.HasPrefix(pkg, "k8s.io/cli-runtime/") || pkg == "github.com/spf13/cobra" {
+			t.Errorf("cmd/agent depends on %s, agentctl's command line", pkg)
 		}
 	}
 }

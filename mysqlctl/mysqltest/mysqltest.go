@@ -54,9 +54,10 @@ const (
 	AppDatabase = "app"
 )
 
-// AgentGrants is the least privilege the agent needs on MariaDB 10.6+.
+// AgentGrants is the least privilege the agent needs on MariaDB 10.6+
+// (SHUTDOWN: agentctl reinit stops the rebuilt member's mysqld).
 const AgentGrants = "SELECT, RELOAD, PROCESS, REPLICATION SLAVE, BINLOG MONITOR, BINLOG ADMIN, " +
-	"REPLICATION MASTER ADMIN, REPLICATION SLAVE ADMIN, SLAVE MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN"
+	"REPLICATION MASTER ADMIN, REPLICATION SLAVE ADMIN, SLAVE MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, SHUTDOWN"
 
 var setupSQL = []string{
 	"CREATE USER '" + AgentUser + "'@'%' IDENTIFIED BY '" + AgentPassword + "'",

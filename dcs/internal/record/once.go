@@ -32,6 +32,20 @@ func PrepareSwitchover(sw dcs.Switchover, now time.Time) (dcs.Switchover, []byte
 	return sw, data, nil
 }
 
+// PrepareReinit readies r for its create-once write as PrepareSwitchover
+// does for a switchover request.
+func PrepareReinit(r dcs.Reinit, now time.Time) (dcs.Reinit, []byte, error) {
+	if r.RequestedAt.IsZero() {
+		r.RequestedAt = now
+	}
+	r.Version, r.Err = "", nil
+	data, err := EncodeReinit(r)
+	if err != nil {
+		return dcs.Reinit{}, nil, err
+	}
+	return r, data, nil
+}
+
 // PrepareInitialized readies in for its create-once write: At defaults to
 // now, the read-side fields are cleared, and the record must validate
 // (errors wrap dcs.ErrInvalid). It returns the record and its encoding.
@@ -51,6 +65,12 @@ func PrepareInitialized(in dcs.Initialized, now time.Time) (dcs.Initialized, []b
 // encoded as stored is pending.
 func SwitchoverExists(stored []byte) error {
 	return fmt.Errorf("%w: a switchover request is already pending: %s", dcs.ErrExists, stored)
+}
+
+// ReinitExists is the refusal of a reinit request while the one encoded as
+// stored is pending.
+func ReinitExists(stored []byte) error {
+	return fmt.Errorf("%w: a reinit request is already pending (wait for it, or clear it with agentctl reinit MEMBER --cancel): %s", dcs.ErrExists, stored)
 }
 
 // InitializedExists is the refusal of an initialized record while the one

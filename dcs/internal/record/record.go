@@ -46,6 +46,7 @@ type memberJSON struct {
 	NoFailover       bool              `json:"nofailover,omitempty"`
 	FailoverPriority int               `json:"failover_priority,omitempty"`
 	Tags             map[string]string `json:"tags,omitempty"`
+	AgentVersion     string            `json:"agent_version,omitempty"`
 	UpdatedAt        time.Time         `json:"updated_at"`
 }
 
@@ -98,7 +99,7 @@ func EncodeMember(m dcs.Member) ([]byte, error) {
 		GTIDExecuted: m.GTIDExecuted, GTIDRetrieved: m.GTIDRetrieved,
 		Replication: m.Replication.String(), ReplicationError: m.ReplicationError,
 		NoFailover: m.NoFailover, FailoverPriority: m.FailoverPriority,
-		Tags: m.Tags, UpdatedAt: m.UpdatedAt.UTC(),
+		Tags: m.Tags, AgentVersion: m.AgentVersion, UpdatedAt: m.UpdatedAt.UTC(),
 	}
 	if m.Lag != nil {
 		s := m.Lag.String()
@@ -120,7 +121,7 @@ func DecodeMember(where, wantName string, b []byte) (dcs.Member, error) {
 		Name: j.Name, Instance: j.Instance, APIURL: j.APIURL, MySQLAddr: j.MySQLAddr,
 		GTIDExecuted: j.GTIDExecuted, GTIDRetrieved: j.GTIDRetrieved,
 		ReplicationError: j.ReplicationError, NoFailover: j.NoFailover,
-		FailoverPriority: j.FailoverPriority, Tags: j.Tags, UpdatedAt: j.UpdatedAt,
+		FailoverPriority: j.FailoverPriority, Tags: j.Tags, AgentVersion: j.AgentVersion, UpdatedAt: j.UpdatedAt,
 	}
 	var errs []error
 	var err error
@@ -337,6 +338,48 @@ func DecodeSwitchover(where string, b []byte) (dcs.Switchover, error) {
 		return dcs.Switchover{}, corrupt(where, "invalid switchover request", err)
 	}
 	return sw, nil
+}
+
+type reinitJSON struct {
+	Member      string    `json:"member"`
+	Donor       string    `json:"donor,omitempty"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// ValidateReinit checks a request; errors wrap dcs.ErrInvalid.
+func ValidateReinit(r dcs.Reinit) error {
+	errs := []error{dcs.ValidateName("reinit member", r.Member)}
+	if r.Donor != "" {
+		errs = append(errs, dcs.ValidateName("reinit donor", r.Donor))
+	}
+	if r.Donor != "" && r.Donor == r.Member {
+		errs = append(errs, fmt.Errorf("%w: reinit member and donor are both %q", dcs.ErrInvalid, r.Member))
+	}
+	if r.RequestedAt.IsZero() {
+		errs = append(errs, fmt.Errorf("%w: reinit requested_at is missing", dcs.ErrInvalid))
+	}
+	return errors.Join(errs...)
+}
+
+// EncodeReinit validates and encodes a reinit request.
+func EncodeReinit(r dcs.Reinit) ([]byte, error) {
+	if err := ValidateReinit(r); err != nil {
+		return nil, err
+	}
+	return json.Marshal(reinitJSON{Member: r.Member, Donor: r.Donor, RequestedAt: r.RequestedAt.UTC()})
+}
+
+// DecodeReinit decodes a stored reinit request.
+func DecodeReinit(where string, b []byte) (dcs.Reinit, error) {
+	var j reinitJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return dcs.Reinit{}, corrupt(where, "reinit request is not valid JSON", err)
+	}
+	r := dcs.Reinit{Member: j.Member, Donor: j.Donor, RequestedAt: j.RequestedAt}
+	if err := ValidateReinit(r); err != nil {
+		return dcs.Reinit{}, corrupt(where, "invalid reinit request", err)
+	}
+	return r, nil
 }
 
 type initializedJSON struct {

@@ -216,3 +216,25 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// The agent's version rides in the record; an older agent's record, which
+// lacks it, still decodes, and an empty one is not written.
+func TestMemberAgentVersion(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := dcs.Member{Name: "m0", Role: dcs.RoleReplica, Replication: dcs.ReplicationRunning, UpdatedAt: t0, AgentVersion: "v1.2.3"}
+	b, err := EncodeMember(m)
+	if err != nil || !strings.Contains(string(b), `"agent_version":"v1.2.3"`) {
+		t.Fatalf("encoded record %s (%v) lacks agent_version", b, err)
+	}
+	if back, err := DecodeMember("K", "m0", b); err != nil || back.AgentVersion != "v1.2.3" {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	m.AgentVersion = ""
+	if b, _ := EncodeMember(m); strings.Contains(string(b), "agent_version") {
+		t.Fatalf("an empty version is written: %s", b)
+	}
+	old, err := DecodeMember("K", "m0", []byte(`{"name":"m0","role":"replica","replication":"running","updated_at":"2025-01-01T00:00:00Z"}`))
+	if err != nil || old.AgentVersion != "" {
+		t.Fatalf("record without agent_version: %+v, %v", old, err)
+	}
+}

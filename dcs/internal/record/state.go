@@ -17,7 +17,7 @@ type Stored struct {
 // StoredState holds the cluster-state records a backend found; a nil field
 // means that record is not stored.
 type StoredState struct {
-	Config, Switchover, Initialized, History *Stored
+	Config, Switchover, Reinit, Initialized, History *Stored
 }
 
 // DecodeState fills the cluster-state fields of c (Config, ConfigErr,
@@ -49,6 +49,15 @@ func DecodeState(c *dcs.Cluster, st StoredState) {
 		}
 		sw.Version = r.Version
 		c.Switchover = &sw
+	}
+	if r := st.Reinit; r != nil {
+		ri, err := DecodeReinit(r.Where, r.Data)
+		if err != nil {
+			c.Problems = append(c.Problems, err)
+			ri.Err = err
+		}
+		ri.Version = r.Version
+		c.Reinit = &ri
 	}
 	if r := st.Initialized; r != nil {
 		in, err := DecodeInitialized(r.Where, r.Data)

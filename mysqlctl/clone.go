@@ -1,0 +1,115 @@
+package mysqlctl
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Rebuilding a member (agentctl reinit) needs a few statements besides the
+// backup itself. MariaDB's backup is mariabackup (package backup) and these
+// only bracket it; MySQL copies the data with the CLONE plugin, in SQL.
+// MySQL's statements are pinned by unit tests only: no MySQL server can run
+// in this project's test environment.
+
+// CloneDonor is where a MySQL recipient clones from.
+type CloneDonor struct {
+	Host string
+	Port int
+	// User needs BACKUP_ADMIN on the donor.
+	User, Password string
+}
+
+// Datadir reads the server's data directory: SELECT @@datadir.
+func (d Dialect) Datadir() Statement { return stmt("SELECT @@datadir") }
+
+// Shutdown stops the server cleanly: SHUTDOWN (both flavors; needs the
+// SHUTDOWN privilege).
+func (d Dialect) Shutdown() Statement { return stmt("SHUTDOWN") }
+
+// SetReplicaPosition makes a rebuilt replica resume after the backup's
+// consistent point. MariaDB does not keep the donor's binary logs in a
+// backup, so gtid_slave_pos is set from the position mariabackup recorded;
+// a MySQL clone carries gtid_executed along and needs nothing.
+func (d Dialect) SetReplicaPosition(gtidPos string) []Statement {
+	if d.mariaDB() {
+		return []Statement{d.StopReplica(), stmt("SET GLOBAL gtid_slave_pos = ?", gtidPos)}
+	}
+	return nil
+}
+
+// CloneFrom copies donor's data over this server's (MySQL 8.0.17+), which
+// then restarts itself when a supervisor runs it (mysqld_safe, systemd, a
+// container restart):
+//
+//	INSTALL PLUGIN clone SONAME 'mysql_clone.so'   (error 1125 if loaded: ignored)
+//	SET GLOBAL clone_valid_donor_list = 'host:port'
+//	CLONE INSTANCE FROM 'user'@'host':port IDENTIFIED BY 'password'
+//
+// MariaDB has no CLONE: ErrUnsupported (use package backup).
+func (d Dialect) CloneFrom(donor CloneDonor) ([]Statement, error) {
+	if d.mariaDB() {
+		return nil, fmt.Errorf("%w: MariaDB has no CLONE plugin; rebuild with mariabackup", ErrUnsupported)
+	}
+	addr := fmt.Sprintf("%s:%d", donor.Host, donor.Port)
+	return []Statement{
+		d.InstallClonePlugin(),
+		stmt("SET GLOBAL clone_valid_donor_list = ?", addr),
+		stmt("CLONE INSTANCE FROM ?@?:? IDENTIFIED BY ?", donor.User, donor.Host, donor.Port, donor.Password),
+	}, nil
+}
+
+// InstallClonePlugin loads the clone plugin, which a MySQL donor needs too.
+func (d Dialect) InstallClonePlugin() Statement {
+	return stmt("INSTALL PLUGIN clone SONAME 'mysql_clone.so'")
+}
+
+// erUDFExists is MySQL's answer to INSTALL PLUGIN of a loaded plugin:
+// "Function 'clone' already exists".
+const erUDFExists = 1125
+
+// Datadir returns @@datadir.
+func (i *Instance) Datadir(ctx context.Context) (string, error) {
+	var dir string
+	s := i.dialect.Datadir()
+	if err := i.db.QueryRowContext(ctx, s.SQL, s.Args...).Scan(&dir); err != nil {
+		return "", i.wrap("reading datadir", err)
+	}
+	return dir, nil
+}
+
+// Shutdown stops the server with SHUTDOWN. The connection may drop before
+// the reply: that is success.
+func (i *Instance) Shutdown(ctx context.Context) error {
+	s := i.dialect.Shutdown()
+	if _, err := i.db.ExecContext(ctx, s.SQL, s.Args...); err != nil && !isConnectionLost(err) {
+		return i.wrap("shutting down", err)
+	}
+	return nil
+}
+
+// SetReplicaPosition runs Dialect.SetReplicaPosition.
+func (i *Instance) SetReplicaPosition(ctx context.Context, gtidPos string) error {
+	return i.execIgnoringNotReplica(ctx, "setting replica position", i.dialect.SetReplicaPosition(gtidPos)...)
+}
+
+// CloneFrom runs Dialect.CloneFrom on this (MySQL) server.
+func (i *Instance) CloneFrom(ctx context.Context, donor CloneDonor) error {
+	stmts, err := i.dialect.CloneFrom(donor)
+	if err != nil {
+		return err
+	}
+	if _, err := i.db.ExecContext(ctx, stmts[0].SQL); err != nil && !isErrno(err, erUDFExists) {
+		return i.wrap("installing clone plugin", err)
+	}
+	return i.exec(ctx, "cloning from "+donor.Host, stmts[1:]...)
+}
+
+// isConnectionLost: SHUTDOWN may close the connection before its reply.
+func isConnectionLost(err error) bool {
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF)
+}
