@@ -30,6 +30,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/mysqlha-agent ./cmd/agent
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/agentctl ./cmd/agentctl
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kubectl-mysqlha ./cmd/kubectl-mysqlha
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kubectl_complete-mysqlha ./cmd/kubectl_complete-mysqlha
 
 ## test: everything, against real MariaDB, etcd and kube-apiserver. One package
 ## at a time (-p 1): the failover tests measure timing on 2 cores. The HA

@@ -51,10 +51,20 @@ type Deps struct {
 // Main runs the command tree named name on the process's arguments and
 // streams, prints a failure as "name: message" on stderr, and returns the
 // exit status.
-func Main(name string) int {
+func Main(name string) int { return MainArgs(name, os.Args[1:]) }
+
+// CompleteMain is the kubectl plugin's completion helper
+// (kubectl_complete-mysqlha): kubectl runs it with the words typed after
+// `kubectl mysqlha`, and it answers as cobra's hidden completion command.
+func CompleteMain() int {
+	return MainArgs(Plugin, append([]string{cobra.ShellCompRequestCmd}, os.Args[1:]...))
+}
+
+// MainArgs is Main with the arguments given.
+func MainArgs(name string, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err := Run(ctx, name, os.Args[1:], Deps{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Getenv: os.Getenv})
+	err := Run(ctx, name, args, Deps{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Getenv: os.Getenv})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	}

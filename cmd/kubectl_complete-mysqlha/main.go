@@ -1,0 +1,12 @@
+// Command kubectl_complete-mysqlha completes `kubectl mysqlha` command
+// lines: kubectl (1.26+) runs it, found on the PATH next to the plugin,
+// with the words typed so far, and prints what cobra suggests.
+package main
+
+import (
+	"os"
+
+	"github.com/mysqlha/mysqlha/internal/agentctlcmd"
+)
+
+func main() { os.Exit(agentctlcmd.CompleteMain()) }
