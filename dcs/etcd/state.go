@@ -109,14 +109,20 @@ func (s *Store) createOnce(ctx context.Context, op, key string, data []byte, exi
 
 // ClearSwitchover implements dcs.Store.
 func (s *Store) ClearSwitchover(ctx context.Context, version string) error {
-	const op = "clearing switchover request"
+	return s.clearRequest(ctx, "switchover", version)
+}
+
+// clearRequest deletes the pending request of kind ("switchover",
+// "reinit") if its version is still version.
+func (s *Store) clearRequest(ctx context.Context, kind, version string) error {
+	op := "clearing " + kind + " request"
 	if err := ctx.Err(); err != nil {
 		return mapErr(op, err)
 	}
 	if version == "" {
 		return fmt.Errorf("%s: %w: empty version", op, dcs.ErrInvalid)
 	}
-	ok, cur, err := s.cas(ctx, s.key("switchover"), version, nil)
+	ok, cur, err := s.cas(ctx, s.key(kind), version, nil)
 	if err != nil {
 		return mapErr(op, err)
 	}
@@ -124,7 +130,7 @@ func (s *Store) ClearSwitchover(ctx context.Context, version string) error {
 	case ok:
 		return nil
 	case cur == nil:
-		return fmt.Errorf("%s: %w: no switchover request is pending", op, dcs.ErrNotFound)
+		return fmt.Errorf("%s: %w: no %s request is pending", op, dcs.ErrNotFound, kind)
 	default:
 		return fmt.Errorf("%s: %w: request version is %s, caller expected %q", op, dcs.ErrConflict, kvVer(cur), version)
 	}
@@ -142,25 +148,7 @@ func (s *Store) RequestReinit(ctx context.Context, r dcs.Reinit) error {
 
 // ClearReinit implements dcs.Store.
 func (s *Store) ClearReinit(ctx context.Context, version string) error {
-	const op = "clearing reinit request"
-	if err := ctx.Err(); err != nil {
-		return mapErr(op, err)
-	}
-	if version == "" {
-		return fmt.Errorf("%s: %w: empty version", op, dcs.ErrInvalid)
-	}
-	ok, cur, err := s.cas(ctx, s.key("reinit"), version, nil)
-	if err != nil {
-		return mapErr(op, err)
-	}
-	switch {
-	case ok:
-		return nil
-	case cur == nil:
-		return fmt.Errorf("%s: %w: no reinit request is pending", op, dcs.ErrNotFound)
-	default:
-		return fmt.Errorf("%s: %w: request version is %s, caller expected %q", op, dcs.ErrConflict, kvVer(cur), version)
-	}
+	return s.clearRequest(ctx, "reinit", version)
 }
 
 // SetInitialized implements dcs.Store.
