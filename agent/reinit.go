@@ -185,10 +185,11 @@ func (a *Agent) runRebuild(ctx context.Context, donor dcs.Member, pidFile string
 	if err := rb.Swap(); err != nil {
 		return err
 	}
-	db, err := a.waitLocalUp(ctx)
+	conn, db, err := a.waitLocalUp(ctx)
 	if err != nil {
 		return err
 	}
+	defer closeDB(conn)
 	pos, err := rb.Position()
 	if err != nil {
 		return err
@@ -206,6 +207,7 @@ func (a *Agent) stopLocal(ctx context.Context, pidFile string) error {
 	if err != nil {
 		return nil // down already (a resumed swap): its supervisor waits on the marker
 	}
+	defer closeDB(db)
 	if obs, err := db.Observe(ctx); err == nil && obs.Status.PIDFile != "" {
 		pidFile = obs.Status.PIDFile
 	}
@@ -225,8 +227,10 @@ func (a *Agent) stopLocal(ctx context.Context, pidFile string) error {
 	})
 }
 
-// waitLocalUp waits for mysqld's supervisor to start it on the new data.
-func (a *Agent) waitLocalUp(ctx context.Context) (rebuildDB, error) {
+// waitLocalUp waits for mysqld's supervisor to start it on the new data,
+// and returns a connection to it, which the caller closes.
+func (a *Agent) waitLocalUp(ctx context.Context) (Database, rebuildDB, error) {
+	var conn Database
 	var got rebuildDB
 	err := a.poll(ctx, "mysqld to start on the rebuilt data (its supervisor starts it once the marker is gone)", func() bool {
 		db, err := a.dial(ctx, a.local)
@@ -234,12 +238,17 @@ func (a *Agent) waitLocalUp(ctx context.Context) (rebuildDB, error) {
 			return false
 		}
 		if _, err := db.Observe(ctx); err != nil {
+			closeDB(db)
 			return false
 		}
-		got, _ = db.(rebuildDB)
-		return got != nil
+		if got, _ = db.(rebuildDB); got == nil {
+			closeDB(db)
+			return false
+		}
+		conn = db
+		return true
 	})
-	return got, err
+	return conn, got, err
 }
 
 func (a *Agent) poll(ctx context.Context, what string, ok func() bool) error {
