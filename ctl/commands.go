@@ -393,7 +393,7 @@ func (c *CLI) History(ctx context.Context, f Format) error {
 	}
 	rows := make([]HistoryRow, 0, len(cl.History))
 	for _, e := range cl.History {
-		r := HistoryRow{At: e.At, Kind: e.Kind.String(), From: e.From, To: e.To, Reason: e.Reason}
+		r := HistoryRow{At: e.At, Kind: e.KindString(), From: e.From, To: e.To, Reason: e.Reason}
 		if e.WriteUnavailable > 0 {
 			r.WriteUnavailable = e.WriteUnavailable.String()
 		}
@@ -403,7 +403,7 @@ func (c *CLI) History(ctx context.Context, f Format) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "AT\tKIND\tFROM\tTO\tREASON")
 		for _, e := range cl.History {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339), e.Kind, orDash(e.From), orDash(e.To), e.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339), e.KindString(), orDash(e.From), orDash(e.To), e.Reason)
 		}
 		tw.Flush()
 	})

@@ -228,6 +228,11 @@ const (
 	// reinit); To is the rebuilt member, From the donor, Reason "done" or
 	// why it failed.
 	HistoryReinit
+	// HistoryOther: a kind this version does not know, written by a newer
+	// agent or agentctl. It is kept as stored (HistoryEntry.KindName), so
+	// that during a rolling upgrade an older agent neither reports the
+	// history unreadable nor drops the entry when it appends.
+	HistoryOther HistoryKind = 255
 )
 
 var historyNames = map[HistoryKind]string{HistoryFailover: "failover", HistorySwitchover: "switchover", HistoryConfig: "config", HistoryReinit: "reinit"}
@@ -269,6 +274,16 @@ type HistoryEntry struct {
 	Reason string
 	// WriteUnavailable is how long writes were refused; 0 when unknown.
 	WriteUnavailable time.Duration
+	// KindName is the stored name of a HistoryOther entry's kind.
+	KindName string
+}
+
+// KindString names the entry's kind, a newer version's too.
+func (e HistoryEntry) KindString() string {
+	if e.Kind == HistoryOther {
+		return e.KindName
+	}
+	return e.Kind.String()
 }
 
 // Switchover is a request for a planned hand-over.

@@ -437,12 +437,17 @@ type historyJSON struct {
 // ValidateHistoryEntry checks an entry; errors wrap dcs.ErrInvalid.
 func ValidateHistoryEntry(e dcs.HistoryEntry) error {
 	var errs []error
-	if !e.Kind.Valid() {
+	switch {
+	case e.Kind == dcs.HistoryOther:
+		// A newer version's entry: kept as it is, whatever it names.
+		if !isKindName(e.KindName) {
+			errs = append(errs, fmt.Errorf("%w: history kind %q is not a kind name", dcs.ErrInvalid, e.KindName))
+		}
+	case !e.Kind.Valid():
 		errs = append(errs, fmt.Errorf("%w: unknown history kind %d", dcs.ErrInvalid, e.Kind))
-	}
-	if e.Kind == dcs.HistoryConfig {
+	case e.Kind == dcs.HistoryConfig:
 		errs = append(errs, validateConfigEntry(e))
-	} else {
+	default:
 		if e.From != "" {
 			errs = append(errs, dcs.ValidateName("history from", e.From))
 		}
@@ -455,6 +460,20 @@ func ValidateHistoryEntry(e dcs.HistoryEntry) error {
 		errs = append(errs, fmt.Errorf("%w: write_unavailable must be >= 0", dcs.ErrInvalid))
 	}
 	return errors.Join(errs...)
+}
+
+// isKindName reports whether s can be a history kind's name: what a newer
+// version may write, not arbitrary text.
+func isKindName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // validateConfigEntry checks what a config change's entry holds: no
@@ -484,7 +503,7 @@ func AppendHistory(h []dcs.HistoryEntry, e dcs.HistoryEntry) []dcs.HistoryEntry 
 func EncodeHistory(h []dcs.HistoryEntry) ([]byte, error) {
 	js := make([]historyJSON, len(h))
 	for i, e := range h {
-		js[i] = historyJSON{Kind: e.Kind.String(), From: e.From, To: e.To, At: e.At.UTC(), Reason: e.Reason}
+		js[i] = historyJSON{Kind: e.KindString(), From: e.From, To: e.To, At: e.At.UTC(), Reason: e.Reason}
 		if e.WriteUnavailable != 0 {
 			js[i].WriteUnavailable = e.WriteUnavailable.String()
 		}
@@ -502,7 +521,10 @@ func DecodeHistory(where string, b []byte) ([]dcs.HistoryEntry, error) {
 	for i, j := range js {
 		e := dcs.HistoryEntry{From: j.From, To: j.To, At: j.At, Reason: j.Reason}
 		var err error
-		if e.Kind, err = dcs.ParseHistoryKind(j.Kind); err == nil && j.WriteUnavailable != "" {
+		if e.Kind, err = dcs.ParseHistoryKind(j.Kind); err != nil && isKindName(j.Kind) {
+			e.Kind, e.KindName, err = dcs.HistoryOther, j.Kind, nil // a newer version's
+		}
+		if err == nil && j.WriteUnavailable != "" {
 			e.WriteUnavailable, err = time.ParseDuration(j.WriteUnavailable)
 		}
 		if err == nil {

@@ -56,6 +56,33 @@ func TestHistoryBound(t *testing.T) {
 	}
 }
 
+// TestHistoryKeepsANewerVersionsKinds: during a rolling upgrade an older
+// agent reads a history holding a kind only newer versions write; it must
+// neither call the history unreadable nor drop the entry when appending.
+func TestHistoryKeepsANewerVersionsKinds(t *testing.T) {
+	stored := `[{"kind":"failover","from":"m0","to":"m1","at":"2026-12-01T00:00:00Z"},` +
+		`{"kind":"rewind","to":"m0","at":"2026-12-01T00:01:00Z","reason":"rewound 3 transactions","extra":1}]`
+	h, err := DecodeHistory("k", []byte(stored))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[1].Kind != dcs.HistoryOther || h[1].KindString() != "rewind" || h[1].Reason != "rewound 3 transactions" {
+		t.Fatalf("decoded %+v", h)
+	}
+	h = AppendHistory(h, dcs.HistoryEntry{Kind: dcs.HistorySwitchover, From: "m1", To: "m2", At: time.Unix(1, 0)})
+	b, err := EncodeHistory(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"kind":"rewind"`) {
+		t.Fatalf("the newer kind was not kept: %s", b)
+	}
+	// Text that cannot be a kind's name is still corrupt.
+	if _, err := DecodeHistory("k", []byte(`[{"kind":"Fail Over!","to":"m1","at":"2026-12-01T00:00:00Z"}]`)); !errors.Is(err, dcs.ErrCorrupt) {
+		t.Fatalf("a malformed kind: %v, want ErrCorrupt", err)
+	}
+}
+
 func TestDecodersNameTheRecord(t *testing.T) {
 	for _, tc := range []struct {
 		name string
