@@ -1,10 +1,8 @@
 package ctl
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,31 +10,14 @@ import (
 
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/memory"
+	"github.com/mysqlha/mysqlha/internal/syncbuf"
 )
-
-// syncBuffer is agentctl's output while a test reads it concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startRemove runs Remove in the background once agentctl watches: it
 // returns the channel of its result after the output says it is watching.
-func startRemove(t *testing.T, f *fixture, name string, timeout time.Duration) (<-chan error, *syncBuffer) {
+func startRemove(t *testing.T, f *fixture, name string, timeout time.Duration) (<-chan error, *syncbuf.Buffer) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	f.cli.Out = out
 	done := make(chan error, 1)
 	go func() { done <- f.cli.Remove(context.Background(), name, timeout) }()

@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,25 +17,8 @@ import (
 
 	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
 	"github.com/mysqlha/mysqlha/internal/localproc"
+	"github.com/mysqlha/mysqlha/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the demo's writer and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -137,7 +119,7 @@ func runCI(t *testing.T, cfg Config) (string, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	began := time.Now()
 	cfg.Dir, cfg.BinDir, cfg.CI, cfg.Out, cfg.Cluster = dir, bin, true, out, "demo-test"
 	err = Run(ctx, cfg)

@@ -1,32 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/klog/v2"
+
+	"github.com/mysqlha/mysqlha/internal/syncbuf"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
 
 // TestKlogGoesThroughZap: client-go's klog lines come out as the agent's
 // JSON records, at zap's levels, with verbose ones dropped at info.
 func TestKlogGoesThroughZap(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	enc := zap.NewProductionEncoderConfig()
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(&out), zapcore.InfoLevel)).
 		With(zap.String("member", "db1"))

@@ -19,6 +19,7 @@ import (
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/connect"
 	"github.com/mysqlha/mysqlha/dcs/memory"
+	"github.com/mysqlha/mysqlha/internal/syncbuf"
 	"github.com/mysqlha/mysqlha/internal/version"
 )
 
@@ -94,29 +95,11 @@ type result struct {
 	err            error
 }
 
-// syncBuffer is an output a test may read while the command runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type runOpts struct {
 	name  string
 	stdin string
 	env   map[string]string
-	err   *syncBuffer
+	err   *syncbuf.Buffer
 }
 
 func (f *fixture) runWith(o runOpts, args ...string) result {
@@ -125,7 +108,7 @@ func (f *fixture) runWith(o runOpts, args ...string) result {
 		o.name = Agentctl
 	}
 	if o.err == nil {
-		o.err = &syncBuffer{}
+		o.err = &syncbuf.Buffer{}
 	}
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -411,7 +394,7 @@ func TestEveryCommandHonoursOutput(t *testing.T) {
 				t.Errorf("failover -o %s: %v", format, m)
 			}
 			// remove: once db3's record stays unchanged for a member ttl.
-			stderr := &syncBuffer{}
+			stderr := &syncbuf.Buffer{}
 			done := make(chan result, 1)
 			go func() {
 				done <- f.runWith(runOpts{err: stderr}, args(etcd, []string{"--cluster=demo", "-o", format, "remove", "db3"})...)
