@@ -229,7 +229,8 @@ func testGarbageRecords(t *testing.T, api *kubetest.APIServer, ns string) {
 				k8sdcs.ConfigAnnotation:      `{"ttl":"5s","loop_wait":"10s"}`,
 				k8sdcs.SwitchoverAnnotation:  `not json`,
 				k8sdcs.InitializedAnnotation: `{"cluster_id":""}`,
-				k8sdcs.HistoryAnnotation:     `[{"kind":"coup","to":"m1","at":"2025-01-01T00:00:00Z"}]`,
+				// Not a kind's name at all: a newer version's kind ("coup") would be kept.
+				k8sdcs.HistoryAnnotation: `[{"kind":"coup!","to":"m1","at":"2025-01-01T00:00:00Z"}]`,
 			}},
 	})
 	c := waitCluster(t, a, "all garbage seen", func(c *dcs.Cluster) bool { return len(c.Problems) == 7 })
@@ -240,7 +241,7 @@ func testGarbageRecords(t *testing.T, api *kubetest.APIServer, ns string) {
 		"loop_wait + 2*retry_timeout <= ttl - safety_margin",
 		"annotation mysqlha.io/switchover: switchover request is not valid JSON",
 		"initialized cluster_id is empty",
-		`unknown history kind "coup"`,
+		`unknown history kind "coup!"`,
 	} {
 		if !hasProblem(c, want) {
 			t.Errorf("no problem reported containing %q; problems: %v", want, c.Problems)
