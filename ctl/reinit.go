@@ -129,17 +129,21 @@ func (c *CLI) waitReinit(ctx context.Context, member string, before dcs.HistoryE
 	for {
 		cl, err := c.Store.Cluster(ctx)
 		if err == nil {
+			pending := cl.Reinit != nil && cl.Reinit.Member == member
 			if e := lastReinit(cl, member); !done && e.At.After(before.At) {
-				if strings.HasPrefix(e.Reason, "failed") {
+				failed := strings.HasPrefix(e.Reason, "failed")
+				// A failure is reported once the agent has also cleared the
+				// request, so that a retry is not refused as still pending.
+				if failed && !pending {
 					return fail(ExitRejected, "rebuilding %s %s; see its agent's log and Events", member, e.Reason)
 				}
-				done = true
+				done = !failed
 			}
 			if m, ok := cl.Member(member); done && ok && !m.Stale && m.Role == dcs.RoleReplica && m.Replication == dcs.ReplicationRunning {
 				c.say("%s was rebuilt and streams from the leader (after %s)\n", member, time.Since(start).Round(time.Millisecond))
 				return nil
 			}
-			if !done && cl.Reinit == nil {
+			if !done && !pending {
 				// The agent records the outcome before it clears the request.
 				return fail(ExitRejected, "the reinit request of %s was withdrawn", member)
 			}

@@ -79,6 +79,9 @@ func playAgent(t *testing.T, f *fixture, reason string) {
 			m.Replication = dcs.ReplicationStopped
 			s.UpdateMember(ctx, m)
 			s.AppendHistory(ctx, dcs.HistoryEntry{Kind: dcs.HistoryReinit, From: cl.Reinit.Donor, To: "db3", At: time.Now(), Reason: reason})
+			// The agent's two writes are apart; a CLI that reports the
+			// outcome in between leaves a retry refused as pending.
+			time.Sleep(50 * time.Millisecond)
 			s.ClearReinit(ctx, cl.Reinit.Version)
 			if reason == "done" {
 				m.Replication = dcs.ReplicationRunning
