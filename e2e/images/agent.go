@@ -25,13 +25,16 @@ const (
 	AgentUID = 65532
 	// agentRecipe is part of the agent's cache key: change it whenever the
 	// layout or config below changes.
-	agentRecipe = "agent-v1"
+	agentRecipe = "agent-v2"
 )
 
 // agentBinaries maps each product package to its path in the image.
 var agentBinaries = []struct{ pkg, path string }{
 	{"./cmd/agent", "usr/local/bin/mysqlha-agent"},
 	{"./cmd/agentctl", "usr/local/bin/agentctl"},
+	// deploy/ runs the agent in the server's image: an init container
+	// copies the two above into a volume with this.
+	{"./cmd/mysqlha-copy", "usr/local/bin/mysqlha-copy"},
 }
 
 // Agent builds the agent and agentctl of the source tree at repoRoot

@@ -183,7 +183,7 @@ func TestAgentImage(t *testing.T) {
 	if !slices.ContainsFunc(cf.Config.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
 		t.Errorf("env %q has no PATH", cf.Config.Env)
 	}
-	bins := []string{"usr/local/bin/mysqlha-agent", "usr/local/bin/agentctl"}
+	bins := []string{"usr/local/bin/mysqlha-agent", "usr/local/bin/agentctl", "usr/local/bin/mysqlha-copy"}
 	headers, bodies := flatten(t, image, bins...)
 	for _, bin := range bins {
 		hdr := headers[bin]
@@ -279,10 +279,14 @@ func TestMariaDBImage(t *testing.T) {
 	headers, bodies := flatten(t, image, "etc/passwd", "etc/group", "etc/mysql/mariadb.cnf")
 	for _, p := range []string{"usr/sbin/mariadbd", "usr/bin/mariadb", "usr/bin/mariadb-admin",
 		"usr/bin/mariadb-install-db", "usr/bin/mariadb-tzinfo-to-sql", "usr/bin/my_print_defaults",
-		"usr/bin/setpriv", "usr/local/bin/docker-entrypoint.sh"} {
+		"usr/bin/setpriv", "usr/local/bin/docker-entrypoint.sh", "usr/bin/mariadb-backup", "usr/bin/mbstream"} {
 		if hdr := headers[p]; hdr == nil || hdr.Typeflag != tar.TypeReg || hdr.Mode&0o111 == 0 {
 			t.Errorf("%s: header %+v, want an executable file", p, hdr)
 		}
+	}
+	// The agent runs mariabackup (Debian's link to mariadb-backup) here.
+	if hdr := headers["usr/bin/mariabackup"]; hdr == nil || hdr.Typeflag != tar.TypeSymlink || hdr.Linkname != "mariadb-backup" {
+		t.Errorf("usr/bin/mariabackup: header %+v, want a link to mariadb-backup", hdr)
 	}
 	for p, want := range map[string]int64{"run/mysqld": 0o777, "var/lib/mysql": 0o755, "docker-entrypoint-initdb.d": 0o755} {
 		hdr := headers[p]

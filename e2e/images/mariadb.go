@@ -41,8 +41,10 @@ const (
 
 // mariadbPackages is debootstrap's --include list. mariadb-server brings
 // mariadbd, mariadb-install-db and, through mariadb-client, the mariadb and
-// mariadb-admin clients (probes, preStop) and mariadb-tzinfo-to-sql.
-var mariadbPackages = []string{"mariadb-server", "mariadb-client", "tzdata"}
+// mariadb-admin clients (probes, preStop) and mariadb-tzinfo-to-sql;
+// mariadb-backup brings mariabackup and mbstream, which the agent runs in
+// this image for agentctl reinit (as the official image carries them).
+var mariadbPackages = []string{"mariadb-server", "mariadb-client", "mariadb-backup", "tzdata"}
 
 // addedFiles are the files of the top layer, at their path in the image.
 //
@@ -104,7 +106,8 @@ type baseMeta struct {
 // variables, MARIADB_REPLICATION_*/MARIADB_MASTER_*,
 // MARIADB_MYSQL_LOCALHOST_USER, MARIADB_HEALTHCHECK_GRANTS. Not present:
 // healthcheck.sh and its healthcheck@ users and .my-healthcheck.cnf,
-// restoring /docker-entrypoint-initdb.d/*.tar.* backups (no mariadb-backup),
+// restoring /docker-entrypoint-initdb.d/*.tar.* backups (mariabackup is
+// there, for the agent, but the entrypoint does not restore),
 // mariadb-upgrade on a version change (MARIADB_AUTO_UPGRADE is ignored), gosu,
 // pwgen, jemalloc. The packages are bookworm's (no bookworm-security), not
 // MariaDB's own builds: the patch version (10.11.x) may differ from the
