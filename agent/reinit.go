@@ -212,7 +212,7 @@ func (a *Agent) stopLocal(ctx context.Context, pidFile string) error {
 		pidFile = obs.Status.PIDFile
 	}
 	if _, err := os.Stat(pidFile); pidFile == "" || err != nil {
-		return fmt.Errorf("mysqld's pid file %q is not visible to the agent, so it cannot tell when mysqld has stopped: put it on the data volume (--pid-file=<datadir>/mysqld.pid)", pidFile)
+		return fmt.Errorf("mysqld's pid file %q is not visible to the agent, so it cannot tell when mysqld has stopped: mount its directory into the agent's container at the same path, or put it on the data volume (--pid-file=<datadir>/mysqld.pid)", pidFile)
 	}
 	sd, ok := db.(rebuildDB)
 	if !ok {

@@ -35,6 +35,7 @@ type variant struct {
 	persistentData      bool   // data from a PVC template, else an emptyDir
 	mysqldShutdownSlack int    // seconds of grace left for mysqld after the longest preStop wait
 	pingCommand         string // the server probes' program
+	serverProgram       string // what the image's entrypoint starts: mariadbd or mysqld
 }
 
 var (
@@ -42,19 +43,19 @@ var (
 		name: "base", dir: ".", serverContainer: "mariadb", serverImage: "mariadb:10.11",
 		agentImage: "mysqlha-agent:set-me-with-kustomize-edit-set-image", flavor: "mariadb",
 		advertiseMySQL: "mysqlha-2.mysqlha.db.svc:3306", reportHost: "mysqlha-2.mysqlha.db.svc",
-		persistentData: true, mysqldShutdownSlack: 30, pingCommand: "mariadb-admin",
+		persistentData: true, mysqldShutdownSlack: 30, pingCommand: "mariadb-admin", serverProgram: "mariadbd",
 	}
 	localNodeVariant = variant{
 		name: "local-node", dir: "overlays/local-node", serverContainer: "mariadb", serverImage: "localhost/mysqlha/mariadb:1",
 		agentImage: "localhost/mysqlha/agent:1", flavor: "mariadb", pullNever: true,
 		advertiseMySQL: "198.18.0.12:3306", reportHost: "198.18.0.12",
-		mysqldShutdownSlack: 10, pingCommand: "mariadb-admin",
+		mysqldShutdownSlack: 10, pingCommand: "mariadb-admin", serverProgram: "mariadbd",
 	}
 	mysql84Variant = variant{
 		name: "mysql84", dir: "overlays/mysql84", serverContainer: "mysql", serverImage: "mysql:8.4",
 		agentImage: "mysqlha-agent:set-me-with-kustomize-edit-set-image", flavor: "mysql",
 		advertiseMySQL: "mysqlha-2.mysqlha.db.svc:3306", reportHost: "mysqlha-2.mysqlha.db.svc",
-		persistentData: true, mysqldShutdownSlack: 30, pingCommand: "mysqladmin",
+		persistentData: true, mysqldShutdownSlack: 30, pingCommand: "mysqladmin", serverProgram: "mysqld",
 	}
 	variants = []variant{baseVariant, localNodeVariant, mysql84Variant}
 )
@@ -91,17 +92,21 @@ func (v variant) checkStatefulSet(t *testing.T, sts *appsv1.StatefulSet) {
 	server := mustContainer(t, spec.Containers, v.serverContainer)
 	agentC := mustContainer(t, spec.Containers, "agent")
 	init := mustContainer(t, spec.InitContainers, "mysqlha-cnf")
-	if len(spec.Containers) != 2 || len(spec.InitContainers) != 1 {
-		t.Errorf("want containers [%s agent] and one init container, got %d and %d", v.serverContainer, len(spec.Containers), len(spec.InitContainers))
+	binaries := mustContainer(t, spec.InitContainers, "mysqlha-agent-binaries")
+	if len(spec.Containers) != 2 || len(spec.InitContainers) != 2 {
+		t.Errorf("want containers [%s agent] and two init containers, got %d and %d", v.serverContainer, len(spec.Containers), len(spec.InitContainers))
 	}
 
-	// Images: set through the kustomization's images field.
-	if server.Image != v.serverImage || init.Image != v.serverImage {
-		t.Errorf("server image %q, init image %q; want both %q", server.Image, init.Image, v.serverImage)
+	// Images: set through the kustomization's images field. The agent
+	// runs in the server's image (its mariabackup has the server's
+	// version); the agent image only provides the binaries.
+	if server.Image != v.serverImage || init.Image != v.serverImage || agentC.Image != v.serverImage {
+		t.Errorf("server image %q, init image %q, agent image %q; want all %q", server.Image, init.Image, agentC.Image, v.serverImage)
 	}
-	if agentC.Image != v.agentImage {
-		t.Errorf("agent image %q, want %q", agentC.Image, v.agentImage)
+	if binaries.Image != v.agentImage {
+		t.Errorf("agent binaries image %q, want %q", binaries.Image, v.agentImage)
 	}
+	checkAgentBinaries(t, spec, binaries, agentC)
 	for _, c := range allContainers(spec) {
 		if never := c.ImagePullPolicy == corev1.PullNever; never != v.pullNever {
 			t.Errorf("container %s: imagePullPolicy %q, want Never: %v", c.Name, c.ImagePullPolicy, v.pullNever)
@@ -231,6 +236,16 @@ func (v variant) checkStatefulSet(t *testing.T, sts *appsv1.StatefulSet) {
 		t.Error("pod template has no mysqlha.io/cluster label")
 	}
 	checkAgentFlags(t, agentC)
+	checkReinitMounts(t, spec, server, agentC)
+	// The server starts through the wrapper that waits out a reinit swap.
+	if c := server.Command; len(c) != 2 || c[0] != "bash" || !strings.HasSuffix(c[1], "/mysqld-start.sh") {
+		t.Errorf("server command %q, want bash .../mysqld-start.sh", c)
+	} else {
+		checkScriptMounted(t, spec, server, c[1])
+	}
+	if want := []string{"docker-entrypoint.sh", v.serverProgram}; !slices.Equal(server.Args, want) {
+		t.Errorf("server args %q, want %q", server.Args, want)
+	}
 
 	// Data: a PVC per member, or an emptyDir where nothing provisions one.
 	hasClaim := slices.ContainsFunc(sts.Spec.VolumeClaimTemplates, func(c corev1.PersistentVolumeClaim) bool { return c.Name == "data" })
@@ -271,7 +286,7 @@ func (v variant) checkStatefulSet(t *testing.T, sts *appsv1.StatefulSet) {
 	if spec.ShareProcessNamespace == nil || !*spec.ShareProcessNamespace {
 		t.Error("shareProcessNamespace is not true: the agent cannot see a hung server to kill it")
 	}
-	for name, uid := range map[string]int64{v.serverContainer: 999, "mysqlha-cnf": 999, "agent": 999} {
+	for name, uid := range map[string]int64{v.serverContainer: 999, "mysqlha-cnf": 999, "agent": 999, "mysqlha-agent-binaries": 999} {
 		c := findContainer(allContainers(spec), name)
 		if c.SecurityContext == nil || c.SecurityContext.RunAsUser == nil || *c.SecurityContext.RunAsUser != uid {
 			t.Errorf("container %s: runAsUser %+v, want %d", name, c.SecurityContext, uid)
@@ -375,6 +390,51 @@ func portIs(c *corev1.Container, port string, want int32) bool {
 
 // checkScriptMounted checks that path, a script a container runs, is the
 // file of a key of the scripts ConfigMap mounted in that container.
+// checkAgentBinaries: the init container copies the agent into an emptyDir
+// that the agent container runs it from, read only.
+func checkAgentBinaries(t *testing.T, spec *corev1.PodSpec, binaries, agentC *corev1.Container) {
+	t.Helper()
+	if c := binaries.Command; len(c) != 2 || c[0] != "/usr/local/bin/mysqlha-copy" {
+		t.Fatalf("agent binaries command %q, want /usr/local/bin/mysqlha-copy DIR", c)
+	}
+	into := findMount(binaries, binaries.Command[1])
+	if into == nil || into.ReadOnly || findVolume(spec, into.Name) == nil || findVolume(spec, into.Name).EmptyDir == nil {
+		t.Fatalf("mysqlha-copy writes to %s, which is not a writable emptyDir mount: %+v", binaries.Command[1], into)
+	}
+	if len(agentC.Command) != 1 || agentC.Command[0] != binaries.Command[1]+"/mysqlha-agent" {
+		t.Errorf("agent command %q, want [%s/mysqlha-agent]", agentC.Command, binaries.Command[1])
+	}
+	if m := findMount(agentC, binaries.Command[1]); m == nil || m.Name != into.Name || !m.ReadOnly {
+		t.Errorf("agent mounts %+v at %s, want volume %s read only", m, binaries.Command[1], into.Name)
+	}
+	if path := resolveEnv(t, agentC, testPod); !slices.ContainsFunc(path, func(e string) bool {
+		return strings.HasPrefix(e, "PATH="+binaries.Command[1]+":") && strings.Contains(e, ":/usr/bin")
+	}) {
+		t.Errorf("agent env %q: want PATH starting with %s (kubectl exec ... agentctl) and holding /usr/bin (mariabackup)", path, binaries.Command[1])
+	}
+}
+
+// checkReinitMounts: what agentctl reinit needs of the agent container (the
+// README's "Needs"): the data directory, writable, at the path the server
+// uses and --mysql-datadir names; the server's pid file directory; a
+// writable /tmp for mariabackup.
+func checkReinitMounts(t *testing.T, spec *corev1.PodSpec, server, agentC *corev1.Container) {
+	t.Helper()
+	if !slices.Contains(agentC.Args, "--mysql-datadir=/var/lib/mysql") {
+		t.Errorf("agent args %q lack --mysql-datadir=/var/lib/mysql", agentC.Args)
+	}
+	if m := findMount(agentC, "/var/lib/mysql"); m == nil || m.Name != "data" || m.ReadOnly {
+		t.Errorf("agent data mount %+v, want volume data writable at /var/lib/mysql", m)
+	}
+	run := findMount(server, "/run/mysqld")
+	if m := findMount(agentC, "/run/mysqld"); m == nil || run == nil || m.Name != run.Name {
+		t.Errorf("agent mounts %+v at /run/mysqld, want the server's %+v (the pid file)", m, run)
+	}
+	if m := findMount(agentC, "/tmp"); m == nil || m.ReadOnly || findVolume(spec, m.Name) == nil || findVolume(spec, m.Name).EmptyDir == nil {
+		t.Errorf("agent /tmp mount %+v, want a writable emptyDir", m)
+	}
+}
+
 func checkScriptMounted(t *testing.T, spec *corev1.PodSpec, c *corev1.Container, path string) {
 	t.Helper()
 	for _, m := range c.VolumeMounts {
@@ -474,7 +534,7 @@ func checkScriptsConfigMap(t *testing.T, b *built, sts *appsv1.StatefulSet) {
 	if cm == nil {
 		t.Fatalf("the StatefulSet mounts ConfigMap %q, which the build does not contain: %v", vol.ConfigMap.Name, b.kinds())
 	}
-	for _, f := range []string{"mysqlha-cnf.sh", "initdb-users.sh", "prestop-wait.sh"} {
+	for _, f := range []string{"mysqlha-cnf.sh", "initdb-users.sh", "prestop-wait.sh", "mysqld-start.sh"} {
 		want, err := os.ReadFile(filepath.Join("base", "scripts", f))
 		if err != nil {
 			t.Fatal(err)
@@ -553,10 +613,10 @@ func TestSetImage(t *testing.T) {
 	}
 	sts := only[*appsv1.StatefulSet](t, kustomizeBuild(t, dir))
 	spec := &sts.Spec.Template.Spec
-	if got := mustContainer(t, spec.Containers, "agent").Image; got != "registry.example.com/team/mysqlha-agent:v1.2.3" {
-		t.Errorf("agent image %q", got)
+	if got := mustContainer(t, spec.InitContainers, "mysqlha-agent-binaries").Image; got != "registry.example.com/team/mysqlha-agent:v1.2.3" {
+		t.Errorf("agent binaries image %q", got)
 	}
-	for _, c := range []*corev1.Container{mustContainer(t, spec.Containers, "mariadb"), mustContainer(t, spec.InitContainers, "mysqlha-cnf")} {
+	for _, c := range []*corev1.Container{mustContainer(t, spec.Containers, "mariadb"), mustContainer(t, spec.Containers, "agent"), mustContainer(t, spec.InitContainers, "mysqlha-cnf")} {
 		if c.Image != "mariadb:10.11.9" {
 			t.Errorf("%s image %q, want mariadb:10.11.9", c.Name, c.Image)
 		}

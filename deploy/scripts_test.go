@@ -25,6 +25,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/mysqlha/mysqlha/agent"
+	"github.com/mysqlha/mysqlha/backup"
 	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
 )
 
@@ -32,6 +33,7 @@ var (
 	cnfScript     = filepath.Join("base", "scripts", "mysqlha-cnf.sh")
 	initdbScript  = filepath.Join("base", "scripts", "initdb-users.sh")
 	preStopScript = filepath.Join("base", "scripts", "prestop-wait.sh")
+	startScript   = filepath.Join("base", "scripts", "mysqld-start.sh")
 )
 
 // initialisedDatadir is a data directory the server has initialised (it has
@@ -269,6 +271,67 @@ func TestPreStopWait(t *testing.T) {
 		out, code, took := run(t, port, 20)
 		if code != 0 || took < 2*time.Second {
 			t.Fatalf("exit %d after %v (want 0 after the two error answers, 2 s):\n%s", code, took, out)
+		}
+	})
+}
+
+// The server container's command starts the server in its own place (the
+// kubelet's signals reach it), unless a rebuild's marker (the name the
+// agent writes, backup.MarkerFile) says that the data directory is being
+// swapped: then it waits until the marker is gone.
+func TestMysqldStartWaitsForTheSwap(t *testing.T) {
+	t.Parallel()
+	t.Run("no marker: exec at once", func(t *testing.T) {
+		t.Parallel()
+		cmd := exec.Command("bash", startScript, "sh", "-c", `echo "pid $$"`)
+		cmd.Env = cleanEnv("MYSQLHA_DATADIR=" + t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if want := fmt.Sprintf("pid %d\n", cmd.Process.Pid); err != nil || string(out) != want {
+			t.Fatalf("%v: %q, want %q (the command in the script's place)", err, out, want)
+		}
+	})
+	t.Run("no command", func(t *testing.T) {
+		t.Parallel()
+		out, code := runScript(t, cleanEnv("MYSQLHA_DATADIR="+t.TempDir()), startScript)
+		if code != 2 || !strings.Contains(out, "docker-entrypoint.sh mariadbd") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("marker: waits until it is gone", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		marker := filepath.Join(dir, backup.MarkerFile)
+		if err := os.WriteFile(marker, []byte("swapping"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		started := filepath.Join(dir, "started")
+		var out bytes.Buffer
+		cmd := exec.Command("bash", startScript, "touch", started)
+		cmd.Env = cleanEnv("MYSQLHA_DATADIR=" + dir)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if _, err := os.Stat(started); err == nil {
+			t.Fatal("the server started while the marker exists")
+		}
+		if err := os.Remove(marker); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if _, serr := os.Stat(started); err != nil || serr != nil {
+				t.Fatalf("%v, started: %v\n%s", err, serr, out.String())
+			}
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("still waiting 5 s after the marker went:\n%s", out.String())
+		}
+		if !strings.Contains(out.String(), "agentctl reinit") {
+			t.Errorf("the wait is not explained:\n%s", out.String())
 		}
 	})
 }
