@@ -298,9 +298,14 @@ func (c *cluster) ensureApp(ctx context.Context, primary corev1.Pod) {
 // execSQL runs statements as root inside pod's mariadb container, as
 // `kubectl exec` would.
 func (c *cluster) execSQL(ctx context.Context, pod, statements string) (string, error) {
+	return c.exec(ctx, pod, "mariadb", "bash", "-c", `MYSQL_PWD="$MARIADB_ROOT_PASSWORD" exec mariadb -uroot -e "$1"`, "sql", statements)
+}
+
+// exec runs command in a container of pod, as `kubectl exec` does, and
+// returns its output (stdout and stderr).
+func (c *cluster) exec(ctx context.Context, pod, container string, command ...string) (string, error) {
 	req := c.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: "mariadb", Stdout: true, Stderr: true,
-			Command: []string{"bash", "-c", `MYSQL_PWD="$MARIADB_ROOT_PASSWORD" exec mariadb -uroot -e "$1"`, "sql", statements}},
+		VersionedParams(&corev1.PodExecOptions{Container: container, Stdout: true, Stderr: true, Command: command},
 			scheme.ParameterCodec)
 	ex, err := remotecommand.NewSPDYExecutor(c.node.Config(), "POST", req.URL())
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mysqlha/mysqlha/e2e/checker"
 )
@@ -19,8 +18,8 @@ import (
 // replica is not a candidate: the lock goes to the clean replica, or back
 // to the old primary, whose agent the kubelet restarts within the ttl and
 // which races like everybody once its predecessor's lock expires (it has
-// every write; CI saw it win). The errant member is rebuilt afterwards by
-// deleting its pod (its emptyDir goes with it).
+// every write; CI saw it win). The errant member is rebuilt afterwards with
+// agentctl reinit, and must then hold every acknowledged write.
 func TestErrantReplicaExcluded(t *testing.T) {
 	scenario{
 		name:   "an errant replica excluded from candidacy",
@@ -45,9 +44,7 @@ func TestErrantReplicaExcluded(t *testing.T) {
 			}
 			return nil
 		},
-		repair: func(tr *trial) error {
-			return tr.c.client.CoreV1().Pods(namespace).Delete(context.Background(), tr.replicas[0].Name, metav1.DeleteOptions{})
-		},
+		repair: func(tr *trial) error { return tr.rebuild(tr.replicas[0].Name) },
 		expect: checker.Expect{MaxOutage: 20 * time.Second},
 	}.run(t)
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mysqlha/mysqlha/e2e/checker"
 	"github.com/mysqlha/mysqlha/e2e/fault"
@@ -202,11 +201,12 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	if err != nil && sc.expect.MayLose > 0 {
 		// The old primary may hold the writes it took with it, as errant
 		// transactions: its agent refuses to replicate and says so, and
-		// the operator rebuilds it. So does the test, and counts it.
+		// the operator rebuilds it (agentctl reinit). So does the test,
+		// and counts it.
 		if name, ok := errantMember(c); ok {
 			tr.note("rebuilt %s, errant after the fault (it kept writes no replica had received)", name)
 			r.rebuilt++
-			if err = c.client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err == nil {
+			if err = tr.rebuild(name); err == nil {
 				now, err = c.awaitHealthy(4 * time.Minute)
 			}
 		}

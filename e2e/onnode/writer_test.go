@@ -15,9 +15,10 @@ import (
 // kube-proxy routes to the current endpoint, and a failed insert is simply
 // retried with the next id. It records every acknowledged id with its time.
 type writer struct {
-	db   *sql.DB
-	stop chan struct{}
-	done chan struct{}
+	db       *sql.DB
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
 
 	mu     sync.Mutex
 	acked  []int64
@@ -60,9 +61,10 @@ func (w *writer) record(id int64) {
 	w.acked, w.at = append(w.acked, id), append(w.at, time.Now())
 }
 
-// Stop ends the writer and returns the acknowledged ids.
+// Stop ends the writer (later calls just return) and returns the
+// acknowledged ids.
 func (w *writer) Stop() []int64 {
-	close(w.stop)
+	w.stopOnce.Do(func() { close(w.stop) })
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()

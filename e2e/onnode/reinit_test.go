@@ -1,0 +1,135 @@
+package onnode
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// A member loses its data (its pod is deleted: the test overlay keeps the
+// data in an emptyDir) after the primary purged the binary logs it would
+// need, so replication alone cannot bring it back (error 1236). agentctl
+// reinit, run inside a pod as an operator runs it with kubectl exec,
+// rebuilds it from a donor's mariabackup stream while the application
+// keeps writing; afterwards every member holds every acknowledged row.
+func TestReinitMemberAfterPurge(t *testing.T) {
+	c := deployed(t)
+	ctx := context.Background()
+	primary := c.waitHealthy(3 * time.Minute)
+	if err := c.awaitCaughtUp(3 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var victim string
+	for _, p := range c.pods(ctx) {
+		if p.Name != primary.Name {
+			victim = p.Name
+		}
+	}
+	w := c.startWriter(time.Now().UnixNano() / 1000)
+	defer w.Stop() // on a failure
+	time.Sleep(2 * time.Second)
+	purgeBinlogs(t, c, primary.Name)
+
+	old := c.podNamed(ctx, victim)
+	if err := c.client.CoreV1().Pods(namespace).Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	broken, err := awaitBroken(c, victim, old.UID, 4*time.Minute)
+	if err != nil {
+		c.dump(ctx)
+		t.Fatal(err)
+	}
+	t.Logf("%s came back empty and cannot catch up: %s", victim, broken)
+
+	start := time.Now()
+	out, err := c.exec(ctx, primary.Name, "agent", "agentctl", "reinit", victim, "--force", "--wait", "--wait-timeout=5m")
+	took := time.Since(start)
+	if err != nil {
+		c.dump(ctx)
+		t.Fatalf("kubectl exec %s -c agent -- agentctl reinit %s: %v\n%s", primary.Name, victim, err, out)
+	}
+	t.Logf("agentctl reinit %s (inside %s) took %s:\n%s", victim, primary.Name, ms(took), out)
+
+	time.Sleep(2 * time.Second)
+	acked := w.Stop()
+	c.waitHealthy(2 * time.Minute)
+	c.waitAllHave(acked, 2*time.Minute)
+	if err := c.awaitCaughtUp(2 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	p := c.podNamed(ctx, victim)
+	for _, st := range p.Status.ContainerStatuses {
+		if st.Name == "mariadb" && st.RestartCount != 1 {
+			t.Errorf("%s's server container restarted %d times, want once (the swap)", victim, st.RestartCount)
+		}
+	}
+	t.Logf("%s rebuilt: it holds all %d acknowledged writes, before and after the purge", victim, len(acked))
+}
+
+// purgeBinlogs leaves the primary with only its current binary log.
+// MariaDB keeps a log a replica still reads, so it retries until the
+// replicas have moved on.
+func purgeBinlogs(t *testing.T, c *cluster, primary string) {
+	t.Helper()
+	ctx := context.Background()
+	if out, err := c.execSQL(ctx, primary, "FLUSH BINARY LOGS"); err != nil {
+		t.Fatalf("FLUSH BINARY LOGS on %s: %v\n%s", primary, err, out)
+	}
+	var last string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		out, err := c.execSQL(ctx, primary, "PURGE BINARY LOGS BEFORE NOW() + INTERVAL 1 DAY")
+		if err != nil && !strings.Contains(out, "in use") {
+			t.Fatalf("PURGE BINARY LOGS on %s: %v\n%s", primary, err, out)
+		}
+		if out, err = c.execSQL(ctx, primary, "SHOW BINARY LOGS"); err != nil {
+			t.Fatalf("SHOW BINARY LOGS on %s: %v\n%s", primary, err, out)
+		}
+		// A header line and the one log left.
+		if last = out; len(strings.Split(strings.TrimSpace(out), "\n")) == 2 {
+			return
+		}
+	}
+	t.Fatalf("%s keeps more than one binary log:\n%s", primary, last)
+}
+
+// awaitBroken waits for member's new pod (not uid) to report its
+// replication broken in agentctl status, and returns that state.
+func awaitBroken(c *cluster, member string, uid types.UID, timeout time.Duration) (string, error) {
+	ctx := context.Background()
+	var last string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(time.Second) {
+		p, err := c.client.CoreV1().Pods(namespace).Get(ctx, member, metav1.GetOptions{})
+		if err != nil || p.UID == uid {
+			continue
+		}
+		states, err := memberStates(c)
+		if err != nil {
+			continue
+		}
+		if last = states[member]; strings.HasPrefix(last, "broken") {
+			return last, nil
+		}
+	}
+	return "", fmt.Errorf("%s never reported its replication broken within %s (last state %q)", member, timeout, last)
+}
+
+// rebuild repairs member, left errant by a fault, with agentctl reinit from
+// the host (an operator's kubeconfig), waits until it streams again, and
+// notes how long that took.
+func (tr *trial) rebuild(member string) error {
+	cmd, err := agentctl(tr.c, "reinit", member, "--force", "--wait", "--wait-timeout=4m")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("agentctl reinit %s: %v\n%s", member, err, out)
+	}
+	tr.note("%s rebuilt with agentctl reinit in %s", member, ms(time.Since(start)))
+	return nil
+}
