@@ -53,7 +53,7 @@ type FetchClone func(ctx context.Context, apiURL, target string) (io.ReadCloser,
 // rebuildDB is what a rebuild does to the local mysqld beyond Database.
 type rebuildDB interface {
 	Shutdown(ctx context.Context) error
-	SetReplicaPosition(ctx context.Context, gtidPos string) error
+	SetReplicaPosition(ctx context.Context, gtidPos, binlogState string) error
 }
 
 // rebuildWait bounds each wait on mysqld (down after SHUTDOWN, up after the
@@ -194,10 +194,38 @@ func (a *Agent) runRebuild(ctx context.Context, donor dcs.Member, pidFile string
 	if err != nil {
 		return err
 	}
-	if err := db.SetReplicaPosition(ctx, pos); err != nil {
+	state, err := a.restoredBinlogState(ctx, donor, pos)
+	if err != nil {
+		// The position alone still replicates correctly; without the
+		// state, members may look errant to this one once it leads.
+		a.log.Warn("setting the replica position without the donor's binlog state", zap.Error(err))
+		state = ""
+	}
+	if err := db.SetReplicaPosition(ctx, pos, state); err != nil {
 		return fmt.Errorf("setting the replica position to the backup's %s: %w", pos, err)
 	}
 	return nil
+}
+
+// restoredBinlogState is the binlog state the rebuilt member starts with
+// (gtid.RestoredBinlogState), from the donor's state read now; "" when the
+// donor's mysqld does not report one (MySQL).
+func (a *Agent) restoredBinlogState(ctx context.Context, donor dcs.Member, pos string) (string, error) {
+	p, err := a.peerConn(ctx, donor.MySQLAddr)
+	if err != nil {
+		return "", fmt.Errorf("reading donor %s's binlog state at %s: %w", donor.Name, donor.MySQLAddr, err)
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	obs, err := p.Observe(cctx)
+	if err != nil {
+		a.dropPeer(donor.MySQLAddr)
+		return "", fmt.Errorf("reading donor %s's binlog state: %w", donor.Name, err)
+	}
+	if obs.Status.GTIDBinlogState == "" {
+		return "", nil
+	}
+	return gtid.RestoredBinlogState(obs.Status.GTIDBinlogState, pos)
 }
 
 // stopLocal shuts the local mysqld down and waits until its pid file is

@@ -22,10 +22,20 @@ import (
 // from a replica's mariabackup stream, and it then replicates every row.
 // The test plays mysqld's supervisor: it starts the member's mysqld again
 // once the agent shut it down and removed the reinit marker.
+//
+// The history has two writers (a switchover first), and the rebuilt member
+// then leads: its binlog state must name the earlier writer too, or every
+// other member would look errant to it (found on the real node).
 func TestReinitEmptyMemberAfterPurge(t *testing.T) {
 	c := NewCluster(t, Options{})
-	p := c.WaitHealthy(60 * time.Second)
-	c.EnsureTable(p)
+	first := c.WaitHealthy(60 * time.Second)
+	c.EnsureTable(first)
+	c.WriteAndReplicate(first, "by-the-first-primary")
+	p := c.Others(first)[0]
+	c.MustCtl("switchover", "--to", p.Name, "--force", "--wait")
+	if got := c.WaitHealthy(60 * time.Second); got != p {
+		t.Fatalf("after the switchover %s leads, want %s", got.Name, p.Name)
+	}
 	for i := range 200 {
 		if err := p.Write(fmt.Sprintf("before-%d", i)); err != nil {
 			t.Fatal(err)
@@ -35,7 +45,7 @@ func TestReinitEmptyMemberAfterPurge(t *testing.T) {
 	purgeBinlogs(t, p)
 
 	// The new member: an empty data directory in place of a replica's.
-	victim := c.Others(p)[1]
+	victim := c.Others(p, first)[0]
 	victim.StopAgent()
 	victim.Server.Stop()
 	data := filepath.Join(victim.Server.Dir, "data")
@@ -72,12 +82,19 @@ func TestReinitEmptyMemberAfterPurge(t *testing.T) {
 	c.WaitRejoined(60*time.Second, victim, p)
 	c.WriteAndReplicate(p, "after-reinit")
 	want, got := rowsDigest(t, p.root), rowsDigest(t, victim.root)
-	if want != got || !strings.HasPrefix(want, "204:") {
+	if want != got || !strings.HasPrefix(want, "205:") {
 		t.Fatalf("rows on %s: %s, on the primary %s: %s", victim.Name, got, p.Name, want)
 	}
 	if _, err := os.Stat(filepath.Join(data, backup.MarkerFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("reinit marker left behind: %v", err)
 	}
+
+	// The rebuilt member leads; both others follow it, none errant.
+	c.MustCtl("switchover", "--to", victim.Name, "--force", "--wait")
+	if got := c.WaitHealthy(60 * time.Second); got != victim {
+		t.Fatalf("after the switchover %s leads, want %s", got.Name, victim.Name)
+	}
+	c.WriteAndReplicate(victim, "led-by-the-rebuilt-member")
 }
 
 // purgeBinlogs leaves the primary with only its current binary log; a purge

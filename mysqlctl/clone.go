@@ -33,13 +33,20 @@ func (d Dialect) Shutdown() Statement { return stmt("SHUTDOWN") }
 
 // SetReplicaPosition makes a rebuilt replica resume after the backup's
 // consistent point. MariaDB does not keep the donor's binary logs in a
-// backup, so gtid_slave_pos is set from the position mariabackup recorded;
-// a MySQL clone carries gtid_executed along and needs nothing.
-func (d Dialect) SetReplicaPosition(gtidPos string) []Statement {
-	if d.mariaDB() {
-		return []Statement{d.StopReplica(), stmt("SET GLOBAL gtid_slave_pos = ?", gtidPos)}
+// backup, so gtid_slave_pos is set from the position mariabackup recorded,
+// and the binlog state (one GTID per server that ever wrote, which errant
+// checks compare) from binlogState (gtid.RestoredBinlogState), on a binary
+// log emptied first: MariaDB accepts a new state only on an empty one. A
+// MySQL clone carries gtid_executed along and needs nothing.
+func (d Dialect) SetReplicaPosition(gtidPos, binlogState string) []Statement {
+	if !d.mariaDB() {
+		return nil
 	}
-	return nil
+	out := []Statement{d.StopReplica()}
+	if binlogState != "" {
+		out = append(out, d.ResetBinaryLogs(), stmt("SET GLOBAL gtid_binlog_state = ?", binlogState))
+	}
+	return append(out, stmt("SET GLOBAL gtid_slave_pos = ?", gtidPos))
 }
 
 // CloneFrom copies donor's data over this server's (MySQL 8.0.17+), which
@@ -93,8 +100,8 @@ func (i *Instance) Shutdown(ctx context.Context) error {
 }
 
 // SetReplicaPosition runs Dialect.SetReplicaPosition.
-func (i *Instance) SetReplicaPosition(ctx context.Context, gtidPos string) error {
-	return i.execIgnoringNotReplica(ctx, "setting replica position", i.dialect.SetReplicaPosition(gtidPos)...)
+func (i *Instance) SetReplicaPosition(ctx context.Context, gtidPos, binlogState string) error {
+	return i.execIgnoringNotReplica(ctx, "setting replica position", i.dialect.SetReplicaPosition(gtidPos, binlogState)...)
 }
 
 // CloneFrom runs Dialect.CloneFrom on this (MySQL) server.

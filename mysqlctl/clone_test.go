@@ -29,13 +29,17 @@ func TestCloneStatements(t *testing.T) {
 	if _, err := maria.CloneFrom(donor); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("MariaDB clone: %v, want ErrUnsupported", err)
 	}
-	if got := sqls(maria.SetReplicaPosition("0-1-22")...); !reflect.DeepEqual(got, []string{"STOP SLAVE", "SET GLOBAL gtid_slave_pos = ?"}) {
+	if got := sqls(maria.SetReplicaPosition("0-1-22", "")...); !reflect.DeepEqual(got, []string{"STOP SLAVE", "SET GLOBAL gtid_slave_pos = ?"}) {
 		t.Fatalf("MariaDB position: %q", got)
 	}
-	if got := maria.SetReplicaPosition("0-1-22")[1].Args; !reflect.DeepEqual(got, []any{"0-1-22"}) {
-		t.Fatalf("MariaDB position args: %v", got)
+	withState := maria.SetReplicaPosition("0-1-22", "0-2-3,0-1-22")
+	if got := sqls(withState...); !reflect.DeepEqual(got, []string{"STOP SLAVE", "RESET MASTER", "SET GLOBAL gtid_binlog_state = ?", "SET GLOBAL gtid_slave_pos = ?"}) {
+		t.Fatalf("MariaDB position and state: %q", got)
 	}
-	if got := my.SetReplicaPosition("x"); got != nil {
+	if a, b := withState[2].Args, withState[3].Args; !reflect.DeepEqual(a, []any{"0-2-3,0-1-22"}) || !reflect.DeepEqual(b, []any{"0-1-22"}) {
+		t.Fatalf("MariaDB position args: %v %v", a, b)
+	}
+	if got := my.SetReplicaPosition("x", "y"); got != nil {
 		t.Fatalf("MySQL position after a clone: %v, want none (gtid_executed is cloned)", got)
 	}
 	for _, d := range []Dialect{my, maria} {
