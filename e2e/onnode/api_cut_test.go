@@ -18,8 +18,12 @@ import (
 // before the deadline; a replica takes over after ttl, catching up from the
 // old primary first, so nothing is lost.
 func TestPrimaryCutFromAPIServer(t *testing.T) {
-	scenario{
-		name:   "the primary cut off from the API server only",
+	primaryCutFromAPIServer("the primary cut off from the API server only").run(t)
+}
+
+func primaryCutFromAPIServer(name string) scenario {
+	return scenario{
+		name:   name,
 		leader: otherLeader,
 		hold:   20 * time.Second,
 		inject: func(tr *trial) error {
@@ -35,7 +39,7 @@ func TestPrimaryCutFromAPIServer(t *testing.T) {
 			return err
 		},
 		expect: checker.Expect{MaxOutage: 20 * time.Second},
-	}.run(t)
+	}
 }
 
 // apiServerAddrs: where a pod reaches the API server, the kubernetes

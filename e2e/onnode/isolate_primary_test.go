@@ -14,11 +14,15 @@ import (
 // has two writable members, even though the isolated one cannot be
 // reached: the monitor reads it through its socket.
 func TestPrimaryIsolated(t *testing.T) {
-	scenario{
-		name:   "the primary isolated from everything, then healed",
+	primaryIsolated("the primary isolated from everything, then healed").run(t)
+}
+
+func primaryIsolated(name string) scenario {
+	return scenario{
+		name:   name,
 		leader: otherLeader,
 		hold:   20 * time.Second,
 		inject: func(tr *trial) error { return tr.isolate(tr.primary) },
 		expect: checker.Expect{MayLose: asyncLossAllowance, MaxOutage: 30 * time.Second},
-	}.run(t)
+	}
 }
