@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/internal/apitls"
@@ -166,7 +167,9 @@ func (a *Agent) finishReinit(ctx context.Context, req *dcs.Reinit, donor string,
 func (a *Agent) runRebuild(ctx context.Context, donor dcs.Member, pidFile string) error {
 	rb := a.rebuilder
 	if !rb.SwapPending() {
-		body, err := a.fetchClone(ctx, donor.APIURL, a.self.Name)
+		body, err := fetchWhenSeen(ctx, a.clock, func() (io.ReadCloser, error) {
+			return a.fetchClone(ctx, donor.APIURL, a.self.Name)
+		})
 		if err != nil {
 			return fmt.Errorf("fetching backup from donor %s at %s (is its agent running with --mysql-datadir?): %w", donor.Name, donor.APIURL, err)
 		}
@@ -226,6 +229,32 @@ func (a *Agent) restoredBinlogState(ctx context.Context, donor dcs.Member, pos s
 		return "", nil
 	}
 	return gtid.RestoredBinlogState(obs.Status.GTIDBinlogState, pos)
+}
+
+// donorLagWait bounds how long a target asks again a donor that has not
+// seen the reinit request yet: each agent reads the DCS through its own
+// watch, and the donor's may trail the target's.
+const donorLagWait = 10 * time.Second
+
+// ErrDonorUnaware is a donor's answer while it does not see the reinit
+// request (GET /clone answers 409).
+var ErrDonorUnaware = errors.New("the donor does not see the reinit request")
+
+// fetchWhenSeen runs fetch, again every 250 ms for up to donorLagWait while
+// the donor does not see the request yet.
+func fetchWhenSeen(ctx context.Context, clk clock.Clock, fetch func() (io.ReadCloser, error)) (io.ReadCloser, error) {
+	deadline := clk.Now().Add(donorLagWait)
+	for {
+		body, err := fetch()
+		if !errors.Is(err, ErrDonorUnaware) || clk.Now().After(deadline) {
+			return body, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-clk.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // stopLocal shuts the local mysqld down and waits until its pid file is
@@ -372,7 +401,11 @@ func HTTPFetchClone(client *http.Client) FetchClone {
 		if resp.StatusCode != http.StatusOK {
 			defer resp.Body.Close()
 			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-			return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(msg)))
+			err := fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(msg)))
+			if resp.StatusCode == http.StatusConflict {
+				err = fmt.Errorf("%w: %w", ErrDonorUnaware, err)
+			}
+			return nil, err
 		}
 		return &trailerCheck{resp: resp}, nil
 	}
