@@ -29,7 +29,8 @@ import (
 // /clone) into a staging directory and prepare it; write the marker (a
 // supervisor must not start mysqld while it exists); SHUTDOWN and wait for
 // the pid file to go; swap; wait for the supervisor to start mysqld; set
-// the replica position from the backup. Then the loop clears the request,
+// the replica position from the backup, with the binlog state the donor had
+// there (MariaDB). Then the loop clears the request,
 // records the outcome in the history, and follows the leader again. A crash
 // before the marker restarts from the fetch (the staging is discarded); after
 // it, from the shutdown (Swap resumes).
