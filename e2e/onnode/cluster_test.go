@@ -172,6 +172,23 @@ func (c *cluster) pods(ctx context.Context) []corev1.Pod {
 	return l.Items
 }
 
+// containerStates is a pod's phase and each container's state in one line.
+func containerStates(p corev1.Pod) string {
+	parts := []string{string(p.Status.Phase)}
+	statuses := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
+	for _, s := range statuses {
+		state := "running"
+		switch {
+		case s.State.Waiting != nil:
+			state = "waiting " + s.State.Waiting.Reason + " " + s.State.Waiting.Message
+		case s.State.Terminated != nil:
+			state = fmt.Sprintf("terminated %s exit %d", s.State.Terminated.Reason, s.State.Terminated.ExitCode)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s ready=%t restarts=%d", s.Name, strings.TrimSpace(state), s.Ready, s.RestartCount))
+	}
+	return strings.Join(parts, "; ")
+}
+
 func podReady(p corev1.Pod) bool {
 	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 		return false
@@ -385,10 +402,13 @@ func (c *cluster) waitAllHave(acked []int64, timeout time.Duration) {
 	}
 }
 
-// dump logs each pod's containers' last lines, for a failure.
+// dump logs each pod's containers' states and last lines, for a failure:
+// a container stuck waiting (an init container failing, a crash-loop
+// back-off) shows up in its state, not in any log.
 func (c *cluster) dump(ctx context.Context) {
 	for _, p := range c.pods(ctx) {
-		for _, ctr := range []string{"mariadb", "agent"} {
+		c.t.Logf("----- %s: %s", p.Name, containerStates(p))
+		for _, ctr := range []string{"mysqlha-agent-binaries", "mariadb", "agent"} {
 			tail := int64(40)
 			b, err := c.client.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr, TailLines: &tail}).DoRaw(ctx)
 			c.t.Logf("----- %s/%s (%v) -----\n%s", p.Name, ctr, err, b)

@@ -32,6 +32,9 @@ var (
 	setupErr  error
 	node      *realnode.Node
 	nodeDir   string
+	// historyPurgedBy names the test that purged the primary's binary
+	// logs; a later test's recreated pod could not catch up.
+	historyPurgedBy string
 )
 
 func TestMain(m *testing.M) {
@@ -58,6 +61,9 @@ func deployed(t *testing.T) *cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("onnode: runs a real Kubernetes node with MariaDB pods; skipped with -short")
+	}
+	if historyPurgedBy != "" {
+		t.Fatalf("%s ran after %s, which purged the binary logs that a recreated member needs: keep the purging test's file last in name order", t.Name(), historyPurgedBy)
 	}
 	setupOnce.Do(func() { shared, setupErr = setUp(t) })
 	if setupErr != nil {
