@@ -18,8 +18,8 @@ import (
 // replica is not a candidate: the lock goes to the clean replica, or back
 // to the old primary, whose agent the kubelet restarts within the ttl and
 // which races like everybody once its predecessor's lock expires (it has
-// every write; CI saw it win). The errant member is rebuilt afterwards with
-// agentctl reinit, and must then hold every acknowledged write.
+// every write; CI saw it win). The errant member is rebuilt afterwards
+// (tr.recreate), and must then hold every acknowledged write.
 func TestErrantReplicaExcluded(t *testing.T) {
 	scenario{
 		name:   "an errant replica excluded from candidacy",
@@ -44,7 +44,7 @@ func TestErrantReplicaExcluded(t *testing.T) {
 			}
 			return nil
 		},
-		repair: func(tr *trial) error { return tr.rebuild(tr.replicas[0].Name) },
+		repair: func(tr *trial) error { return tr.recreate(tr.replicas[0].Name) },
 		expect: checker.Expect{MaxOutage: 20 * time.Second},
 	}.run(t)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mysqlha/mysqlha/e2e/checker"
 	"github.com/mysqlha/mysqlha/e2e/fault"
@@ -201,12 +202,12 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	if err != nil && sc.expect.MayLose > 0 {
 		// The old primary may hold the writes it took with it, as errant
 		// transactions: its agent refuses to replicate and says so, and
-		// the operator rebuilds it (agentctl reinit). So does the test,
-		// and counts it.
+		// the operator rebuilds it. So does the test (tr.recreate), and
+		// counts it.
 		if name, ok := errantMember(c); ok {
 			tr.note("rebuilt %s, errant after the fault (it kept writes no replica had received)", name)
 			r.rebuilt++
-			if err = tr.rebuild(name); err == nil {
+			if err = tr.recreate(name); err == nil {
 				now, err = c.awaitHealthy(4 * time.Minute)
 			}
 		}
@@ -449,3 +450,17 @@ func wantPrimary(now corev1.Pod, name string) error {
 // before a replica received them (README, "What can be lost"). The checker
 // counts them exactly; this bounds what the scenarios tolerate.
 const asyncLossAllowance = 20
+
+// recreate rebuilds an errant member by deleting its pod: the test
+// overlay's emptyDir goes with it, and the new pod replicates the primary's
+// whole history. Not agentctl reinit, which an operator would use
+// (zz_reinit_after_purge_test.go proves it): a rebuilt member's binary log
+// begins at its backup, and once it leads, every pod a later test recreates
+// empty could no longer catch up (CI saw it: error 1236).
+func (tr *trial) recreate(member string) error {
+	err := tr.c.client.CoreV1().Pods(namespace).Delete(context.Background(), member, metav1.DeleteOptions{})
+	if err == nil {
+		tr.note("%s rebuilt: its pod deleted", member)
+	}
+	return err
+}

@@ -125,19 +125,3 @@ func awaitBroken(c *cluster, member string, uid types.UID, timeout time.Duration
 	}
 	return "", fmt.Errorf("%s never reported its replication broken within %s (last state %q)", member, timeout, last)
 }
-
-// rebuild repairs member, left errant by a fault, with agentctl reinit from
-// the host (an operator's kubeconfig), waits until it streams again, and
-// notes how long that took.
-func (tr *trial) rebuild(member string) error {
-	cmd, err := agentctl(tr.c, "reinit", member, "--force", "--wait", "--wait-timeout=4m")
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("agentctl reinit %s: %v\n%s", member, err, out)
-	}
-	tr.note("%s rebuilt with agentctl reinit in %s", member, ms(time.Since(start)))
-	return nil
-}
