@@ -22,7 +22,8 @@ func BenchmarkAgentctl(b *testing.B) {
 			slices.Sort(took)
 			p50, p95, top := percentile(took, 50), percentile(took, 95), took[len(took)-1]
 			fmt.Fprintf(&tbl, "  %-28s %8.1f %8.1f %8.1f\n", name, msec(p50), msec(p95), msec(top))
-			figs = append(figs, benchFigure{msec(p50), strings.ReplaceAll(name, " ", "-") + "-p50-ms"})
+			unit := strings.ReplaceAll(strings.ReplaceAll(name, "-", ""), " ", "-") // agentctl-help-p50-ms
+			figs = append(figs, benchFigure{msec(p50), unit + "-p50-ms"})
 		}
 		row("agentctl --help", timeAgentctl(b, nil, "--help"))
 		for _, backend := range []struct {
