@@ -39,7 +39,11 @@ func TestFailsafeDCSStopped(t *testing.T) {
 
 // The primary's agent alone loses the DCS; its peers still reach it and
 // see its lock expire, but they confirmed it and do not race: no demotion,
-// no second primary. Healed, it renews and leads on.
+// no second primary. Healed, one member leads again: etcd expired the
+// lock's lease during the cut, so the primary's next renewal fails, it
+// fences, and the members race on equal data; CI saw a peer win. Until
+// that renewal the old status still reads healthy, so the test waits for
+// the lock to be taken again first.
 func TestFailsafePrimaryCutFromDCS(t *testing.T) {
 	c := NewCluster(t, failsafeOptions)
 	primary := c.Bootstrap()
@@ -47,11 +51,20 @@ func TestFailsafePrimaryCutFromDCS(t *testing.T) {
 	primary.DCSProxy.BlackHole()
 	n := keepsWriting(t, primary, 4*c.Timing.TTL)
 	t.Logf("%s took %d writes in %v cut off from etcd", primary.Name, n, 4*c.Timing.TTL)
-	primary.DCSProxy.Heal()
-	if p := c.WaitHealthy(60 * time.Second); p != primary {
-		t.Fatalf("after healing the primary is %s, want %s", p.Name, primary.Name)
+	if holder, err := c.LeaderHolder(); holder != "" || err != nil {
+		t.Fatalf("the lock outlived its lease in etcd: holder %q (%v)", holder, err)
 	}
-	c.WriteAndReplicate(primary, "after-heal")
+	primary.DCSProxy.Heal()
+	deadline := time.Now().Add(60 * time.Second)
+	for holder, _ := c.LeaderHolder(); holder == ""; holder, _ = c.LeaderHolder() {
+		if time.Now().After(deadline) {
+			t.Fatal("nobody took the leader lock within 60s of the heal")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p := c.WaitHealthy(60 * time.Second)
+	t.Logf("after healing, %s leads", p.Name)
+	c.WriteAndReplicate(p, "after-heal")
 	sb.Stop()
 	sb.ExpectAlive()
 }
