@@ -55,13 +55,10 @@ func TestFailsafePrimaryCutFromDCS(t *testing.T) {
 		t.Fatalf("the lock outlived its lease in etcd: holder %q (%v)", holder, err)
 	}
 	primary.DCSProxy.Heal()
-	deadline := time.Now().Add(60 * time.Second)
-	for holder, _ := c.LeaderHolder(); holder == ""; holder, _ = c.LeaderHolder() {
-		if time.Now().After(deadline) {
-			t.Fatal("nobody took the leader lock within 60s of the heal")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 60*time.Second, "a member to take the leader lock after the heal", func() (bool, string) {
+		h, err := c.LeaderHolder()
+		return err == nil && h != "", fmt.Sprintf("holder %q (err %v)", h, err)
+	})
 	p := c.WaitHealthy(60 * time.Second)
 	t.Logf("after healing, %s leads", p.Name)
 	c.WriteAndReplicate(p, "after-heal")

@@ -205,7 +205,7 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 		// the operator rebuilds it. So does the test (tr.recreate), and
 		// counts it.
 		if name, ok := errantMember(c); ok {
-			tr.note("rebuilt %s, errant after the fault (it kept writes no replica had received)", name)
+			tr.note("%s errant after the fault (it kept writes no replica had received)", name)
 			r.rebuilt++
 			if err = tr.recreate(name); err == nil {
 				now, err = c.awaitHealthy(4 * time.Minute)
