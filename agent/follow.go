@@ -91,16 +91,11 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 	if !a.checkErrant(ctx, lm, obs) {
 		return
 	}
-	host, portStr, _ := net.SplitHostPort(lm.MySQLAddr)
-	port, _ := strconv.Atoi(portStr)
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	r := obs.Replica
-	if r == nil || r.SourceHost != host || r.SourcePort != port || !r.AutoPosition {
-		err := a.db.ReplicateFrom(cctx, mysqlctl.Source{Host: host, Port: port, User: a.self.ReplicationUser,
-			Password: a.self.ReplicationPassword, ConnectRetry: time.Second, HeartbeatPeriod: a.clusterConfig.LoopWait,
-			TLS: a.self.ReplicationTLS})
-		if err != nil {
+	if !replicatesFrom(r, lm.MySQLAddr) {
+		if err := a.db.ReplicateFrom(cctx, a.replicationSource(lm.MySQLAddr)); err != nil {
 			a.log.Warn("pointing replication at the leader failed", zap.String("leader", leader), zap.Error(err))
 			return
 		}
@@ -137,6 +132,19 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 		return
 	}
 	a.setRole(ctx, dcs.RoleReplica)
+}
+
+// replicatesFrom reports whether r is GTID-positioned replication from addr.
+func replicatesFrom(r *mysqlctl.ReplicaStatus, addr string) bool {
+	return r != nil && r.AutoPosition && net.JoinHostPort(r.SourceHost, strconv.Itoa(r.SourcePort)) == addr
+}
+
+// replicationSource is how our mysqld replicates from the member at addr.
+func (a *Agent) replicationSource(addr string) mysqlctl.Source {
+	host, portStr, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portStr)
+	return mysqlctl.Source{Host: host, Port: port, User: a.self.ReplicationUser, Password: a.self.ReplicationPassword,
+		ConnectRetry: time.Second, HeartbeatPeriod: a.clusterConfig.LoopWait, TLS: a.self.ReplicationTLS}
 }
 
 // checkErrant refuses to replicate from a source that lacks transactions we

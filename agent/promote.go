@@ -124,6 +124,10 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed,
 		}
 		return true
 	}
+	if action.CatchUpFrom != "" {
+		a.catchUp(ctx, action.CatchUpFrom, action.CatchUpTo, o)
+		return false
+	}
 	if !action.Unfence {
 		return false
 	}
@@ -198,6 +202,60 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed,
 	a.setRole(ctx, dcs.RolePrimary)
 	a.recordFailover(ctx, writable)
 	return false
+}
+
+// catchUp takes the transactions that member, reachable and fenced but
+// maybe not fit to lead, holds and we lack (failover's data before
+// eligibility): it replicates from it until we hold upTo, then the next
+// iteration decides again. Repointing discards our relay log, so that is
+// applied first; each step is idempotent and resumes at the next attempt:
+//
+//	MySQL:   STOP REPLICA IO_THREAD
+//	         SELECT WAIT_FOR_EXECUTED_GTID_SET(retrieved, seconds)
+//	         (then follow's repoint statements, with member as the source)
+//	         SELECT WAIT_FOR_EXECUTED_GTID_SET(upTo, seconds)
+//	MariaDB: STOP SLAVE IO_THREAD
+//	         SELECT MASTER_GTID_WAIT(retrieved, seconds)
+//	         (then follow's repoint statements, with member as the source)
+//	         SELECT MASTER_GTID_WAIT(upTo, seconds)
+//
+// Each wait is bounded by retry_timeout/2.
+func (a *Agent) catchUp(ctx context.Context, member, upTo string, o observed) {
+	m, ok := o.cl.Member(member)
+	if !ok || m.MySQLAddr == "" {
+		a.log.Warn("cannot catch up from a member without an address", zap.String("peer", member))
+		return
+	}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if r := o.obs.Replica; !replicatesFrom(r, m.MySQLAddr) {
+		if r != nil && r.RetrievedGTID != "" {
+			if err := a.db.StopReplicationIO(cctx); err != nil {
+				a.log.Warn("stopping our receiver before catching up failed", zap.Error(err))
+				return
+			}
+			if err := a.db.WaitForGTID(cctx, r.RetrievedGTID, a.clusterConfig.RetryTimeout/2); err != nil {
+				a.log.Info("relay log not applied yet; catching up continues next iteration", zap.Error(err))
+				return
+			}
+		}
+		if err := a.db.ReplicateFrom(cctx, a.replicationSource(m.MySQLAddr)); err != nil {
+			a.log.Warn("replicating from a member that holds transactions we lack failed", zap.String("peer", member), zap.Error(err))
+			return
+		}
+		a.log.Info("taking transactions we lack from a member before unfencing", zap.String("peer", member), zap.String("up_to", upTo))
+		a.labeler.Event(ctx, a.self.Name, eventNormal, "CatchingUp",
+			"taking transactions we lack from "+member+" before becoming writable")
+	} else if (r.IOThread == mysqlctl.ThreadStopped || r.SQLThread == mysqlctl.ThreadStopped) && !r.Broken() {
+		if err := a.db.StartReplication(cctx); err != nil {
+			a.log.Warn("restarting replication to catch up failed", zap.String("peer", member), zap.Error(err))
+			return
+		}
+	}
+	if err := a.db.WaitForGTID(cctx, upTo, a.clusterConfig.RetryTimeout/2); err != nil {
+		a.log.Info("not all of the member's transactions received yet; promotion continues next iteration",
+			zap.String("peer", member), zap.Error(err))
+	}
 }
 
 // fencedSourceExecuted is the executed GTID set of the member our mysqld

@@ -191,9 +191,11 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 				fm.Healthy = true
 				fm.Writable, fm.PullingFrom = p.obs.Status.Writable(), pullingFrom(p.obs)
 				fm.Executed = p.obs.Status.GTIDExecuted
+				fm.Retrieved, fm.ReplicationBroken = "", false
 				if r := p.obs.Replica; r != nil {
-					fm.Retrieved = r.RetrievedGTID
+					fm.Retrieved, fm.ReplicationBroken = r.RetrievedGTID, r.Broken()
 				}
+				fm.Misconfigured = strings.Join(p.obs.Status.SourceMisconfigured(), "; ")
 			}
 		}
 		s.Members = append(s.Members, fm)
@@ -240,7 +242,7 @@ func toCandidate(m dcs.Member, live map[string]*MemberStatus, asked bool) failov
 		return fm
 	}
 	fm.Healthy = st.Healthy
-	fm.Errant = st.Errant != ""
+	fm.Errant, fm.ErrantGTIDs = st.Errant != "", st.Errant
 	fm.Executed, fm.Retrieved = st.GTIDExecuted, st.GTIDRetrieved
 	fm.ReplicationBroken = st.Replication == dcs.ReplicationBroken.String()
 	fm.Async = st.SemiSync != nil && st.SemiSync.Async

@@ -83,6 +83,11 @@ type Action struct {
 	StopReceivers []string
 	// Unfence (Promote): every check passed, become writable now.
 	Unfence bool
+	// CatchUpFrom (Promote) names a reachable, fenced member that holds
+	// transactions we lack although it may not lead: replicate from it
+	// until we hold CatchUpTo (its history, in the flavor's syntax), then
+	// decide again.
+	CatchUpFrom, CatchUpTo string
 	// Unverified (Promote) lists members whose mysqld could not be reached:
 	// their agents' own deadline self-fence is what keeps them read-only.
 	Unverified []string
@@ -419,6 +424,13 @@ func decidePromotion(s Snapshot) Action {
 	if better := s.betterPeer(); better != "" && !forced {
 		return Action{Kind: ReleaseLock, Target: better, StandDown: true, Reason: "not unfencing: " + better + " holds transactions we lack; let it take over"}
 	}
+	if !forced {
+		if gap := s.dataGap(); gap.from != "" {
+			return Action{Kind: Promote, CatchUpFrom: gap.from, CatchUpTo: gap.upTo, Reason: "not unfencing yet: " + gap.why}
+		} else if gap.why != "" {
+			return Action{Kind: Promote, Reason: "not unfencing: " + gap.why}
+		}
+	}
 	if unseen := s.unseenAcknowledgers(); len(unseen) > 0 && !forced {
 		return Action{Kind: Promote, Reason: "lossless: not unfencing before " + strings.Join(unseen, ", ") +
 			" answers: it may hold acknowledged transactions we lack"}
@@ -428,6 +440,125 @@ func decidePromotion(s Snapshot) Action {
 		a.Reason = "promoting; unreachable, so relying on their own deadline self-fence: " + strings.Join(unverified, ", ")
 	}
 	return a
+}
+
+// gap is what a promoting holder must still fetch before it unfences:
+// from names the member to replicate from and upTo the history to wait
+// for; why says what is missing, or why it cannot be fetched when from is "".
+type gap struct{ from, upTo, why string }
+
+// dataGap applies "data before eligibility": eligibility says who may lead,
+// never whose data counts. Every reachable member, whatever keeps it from
+// leading (nofailover, a broken SQL thread, an errant or misconfigured
+// server, a silent agent, the old primary), may hold transactions no other
+// member has: in lossless mode it may be a write's only acknowledger. So
+// the holder first takes them from it, by replicating from it (it answered
+// read-only: its history is final once its receiver is stopped), or does
+// not unfence. What it cannot fetch blocks the unfence: transactions only
+// in the relay log of a member whose SQL thread is broken, a member
+// without a binary log to serve them from, or an errant member's
+// legitimate transactions, which cannot be fetched without its errant
+// ones (the errant transactions themselves never count). The promotion
+// bound then gives the lock up, and the reason says what a person must fix
+// (or accept, with a forced manual failover).
+//
+// Members we could not read are not judged here: unseenAcknowledgers
+// covers them in lossless mode, and their own agents' deadline self-fence
+// keeps them read-only.
+func (s Snapshot) dataGap() gap {
+	self, ok := find(s.Members, s.Self)
+	if !ok {
+		return gap{}
+	}
+	ours, err := gtid.ParseHistory(s.Flavor, self.Executed, self.Retrieved)
+	if err != nil {
+		return gap{why: "our GTID history cannot be read: " + err.Error()}
+	}
+	if src, ok := s.sourceMember(); ok {
+		// The promotion's first step takes all of a fenced source's
+		// binary log before it unfences: count it as ours.
+		if executed, err := gtid.ParseHistory(s.Flavor, src.Executed, ""); err == nil {
+			ours = ours.Union(executed)
+		}
+	}
+	var (
+		fetch   gap
+		most    uint64
+		blocked []string
+	)
+	for _, m := range s.Members {
+		if m.Name == s.Self || !m.Observed || !m.Reachable || (m.Errant && m.ErrantGTIDs == "") {
+			continue // an errant member whose errant set is unknown proves nothing
+		}
+		held, served, err := s.fetchable(m)
+		if err != nil {
+			blocked = append(blocked, fmt.Sprintf("%s's GTIDs cannot be read (%v)", m.Name, err))
+			continue
+		}
+		missing := ours.Missing(held)
+		switch {
+		case missing == 0:
+			continue
+		case m.Errant:
+			blocked = append(blocked, fmt.Sprintf("%s holds %d transactions we lack besides its errant ones, "+
+				"and replicating from it would copy those too", m.Name, missing))
+			continue
+		case m.Misconfigured != "":
+			blocked = append(blocked, fmt.Sprintf("%s holds %d transactions we lack but cannot serve them (%s)",
+				m.Name, missing, m.Misconfigured))
+			continue
+		}
+		if n := ours.Union(served).Missing(held); n > 0 {
+			blocked = append(blocked, fmt.Sprintf("%s holds %d transactions we lack only in its relay log, "+
+				"and its replication is broken: fix its SQL thread so that it applies them", m.Name, n))
+		}
+		n := ours.Missing(served)
+		if n == 0 || n < most || (n == most && m.Name > fetch.from) {
+			continue
+		}
+		most = n
+		fetch = gap{from: m.Name, upTo: served.String(), why: fmt.Sprintf("taking the %d transactions %s holds and we lack first", n, m.Name)}
+	}
+	if len(blocked) > 0 {
+		fetch.why = strings.Join(blocked, "; ")
+	}
+	return fetch
+}
+
+// sourceMember is the member our mysqld replicates from, when it answered
+// this iteration read-only.
+func (s Snapshot) sourceMember() (Member, bool) {
+	for _, m := range s.Members {
+		if s.LocalSource != "" && m.Addr == s.LocalSource && m.Name != s.Self && m.Observed && m.Reachable && !m.Writable {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// fetchable is what member m holds (its history less its errant
+// transactions) and what of it could be replicated from it now: what its
+// SQL thread has applied or still will (a broken one applies nothing more).
+func (s Snapshot) fetchable(m Member) (held, served gtid.History, err error) {
+	held, err = gtid.ParseHistory(s.Flavor, m.Executed, m.Retrieved)
+	if err != nil {
+		return held, served, err
+	}
+	served = held
+	if m.ReplicationBroken {
+		if served, err = gtid.ParseHistory(s.Flavor, m.Executed, ""); err != nil {
+			return held, served, err
+		}
+	}
+	if m.ErrantGTIDs != "" {
+		if held, err = held.Without(m.ErrantGTIDs); err != nil {
+			return held, served, err
+		}
+		if served, err = served.Without(m.ErrantGTIDs); err != nil {
+			return held, served, err
+		}
+	}
+	return held, served, nil
 }
 
 // unseenAcknowledgers, in lossless mode, lists the members that may have

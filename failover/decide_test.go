@@ -10,6 +10,9 @@ import (
 	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
 
+// Two MySQL source UUIDs.
+const u1, u2 = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4e11fa47-71ca-11e1-9e33-c80aa9429562"
+
 var t0 = time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
 
 // snap builds snapshots fluently: a healthy 3-member MariaDB cluster in which
@@ -72,6 +75,10 @@ func (b *snap) promotingFor(d, bound time.Duration) *snap {
 	return b
 }
 func (b *snap) force() *snap    { b.s.Switchover.Force = true; return b }
+func (b *snap) local(source string) *snap {
+	b.s.LocalSource = source
+	return b
+}
 func (b *snap) lossless() *snap { b.s.Rules.Lossless = true; return b }
 func async(m *Member)           { m.Async = true }
 func (b *snap) with(name string, f func(*Member)) *snap {
@@ -324,6 +331,82 @@ func TestDecideLeaderSafety(t *testing.T) {
 	runActionCases(t, cases)
 }
 
+// TestDecideDataBeforeEligibility: before unfencing, the holder takes every
+// transaction any reachable member holds, whatever keeps that member from
+// leading, or does not unfence. Each case is a member that may not lead
+// holding a write nobody else has.
+func TestDecideDataBeforeEligibility(t *testing.T) {
+	ahead := func(f func(*Member)) func(*Member) {
+		return func(m *Member) { m.Executed = "0-1-101"; f(m) }
+	}
+	nofailover := func(m *Member) { m.NoFailover = true }
+	mysql := func(b *snap) *snap {
+		b.s.Flavor = gtid.MySQL
+		for i := range b.s.Members {
+			b.s.Members[i].Executed = u1 + ":1-100"
+		}
+		return b
+	}
+	cases := []actionCase{
+		{"a nofailover member holds a write we lack: take it from it first",
+			promoting().with("db3", ahead(nofailover)),
+			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: "0-1-101"}},
+		{"the same in lossless mode, where it may be the write's only acknowledger",
+			promoting().lossless().with("db3", ahead(nofailover)),
+			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: "0-1-101"}},
+		{"a member whose agent is silent while its mysqld answers",
+			promoting().with("db3", ahead(func(m *Member) { m.Fresh = false })),
+			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: "0-1-101"}},
+		{"an asynchronous member in lossless mode (it may not lead, but its data counts)",
+			promoting().lossless().with("db3", ahead(async)),
+			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: "0-1-101"}},
+		{"the former leader, read-only but not our source",
+			promoting().with("db1", ahead(func(m *Member) { m.Addr = "10.0.0.9:3306" })),
+			Action{Kind: Promote, CatchUpFrom: "db1", CatchUpTo: "0-1-101"}},
+		{"a write still in its relay log, applied by a running SQL thread: wait for all of it",
+			promoting().with("db3", func(m *Member) { m.NoFailover, m.Retrieved = true, "0-1-103" }),
+			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: "0-1-103"}},
+		{"the member furthest ahead first",
+			promoting().with("db3", ahead(nofailover)).with("db1", func(m *Member) { m.Executed = "0-1-102" }).
+				with("db1", func(m *Member) { m.Addr = "10.0.0.9:3306" }),
+			Action{Kind: Promote, CatchUpFrom: "db1", CatchUpTo: "0-1-102"}},
+		{"caught up from it, it is our fenced source: the promotion's first step takes the rest",
+			promoting().with("db3", ahead(nofailover)).local("10.0.0.3:3306"),
+			Action{Kind: Promote, Unfence: true}},
+		{"our source with a write in its relay log: wait for the relay log too",
+			promoting().with("db3", func(m *Member) { m.NoFailover, m.Retrieved = true, "0-1-101" }).local("10.0.0.3:3306"),
+			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: "0-1-101"}},
+		{"a write only in the relay log of a broken SQL thread cannot be fetched: do not unfence",
+			promoting().with("db3", func(m *Member) { m.ReplicationBroken, m.Retrieved = true, "0-1-101" }),
+			Action{Kind: Promote}},
+		{"a broken member's applied writes are still fetched",
+			promoting().with("db3", func(m *Member) { m.ReplicationBroken, m.Executed, m.Retrieved = true, "0-1-101", "0-1-104" }),
+			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: "0-1-101"}},
+		{"a member without a binary log cannot serve its writes: do not unfence",
+			promoting().with("db3", ahead(func(m *Member) { m.Misconfigured = "log_bin is OFF" })),
+			Action{Kind: Promote}},
+		{"an errant member's errant transactions do not count (MariaDB: its errant domain)",
+			promoting().with("db3", ahead(func(m *Member) { m.Errant, m.ErrantGTIDs = true, "0-3-101" })),
+			Action{Kind: Promote, Unfence: true}},
+		{"MySQL: an errant member's errant transactions do not count",
+			mysql(promoting()).with("db3", func(m *Member) { m.Executed, m.Errant, m.ErrantGTIDs = u1+":1-100,"+u2+":1", true, u2+":1" }),
+			Action{Kind: Promote, Unfence: true}},
+		{"MySQL: an errant member that also holds a write we lack: do not unfence, nor copy its errant ones",
+			mysql(promoting()).with("db3", func(m *Member) { m.Executed, m.Errant, m.ErrantGTIDs = u1+":1-101,"+u2+":1", true, u2+":1" }),
+			Action{Kind: Promote}},
+		{"MySQL: a nofailover member's write is taken as a set",
+			mysql(promoting()).with("db3", func(m *Member) { m.NoFailover, m.Executed = true, u1+":1-101" }),
+			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: u1 + ":1-101"}},
+		{"an unreachable member is not judged here (its agent self-fences)",
+			promoting().with("db3", ahead(func(m *Member) { m.NoFailover, m.Reachable = true, false })),
+			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
+		{"a forced manual failover takes what it has",
+			promoting().with("db3", ahead(nofailover)).switchover("", "db2", 0).force(),
+			Action{Kind: Promote, Unfence: true}},
+	}
+	runActionCases(t, cases)
+}
+
 // TestDecideLossless covers semi_sync strict: an acknowledged transaction is
 // on the dead primary and on at least one acknowledging replica, so only a
 // candidate that has seen every acknowledging replica's data may unfence.
@@ -359,9 +442,9 @@ func TestDecideLossless(t *testing.T) {
 		{"an asynchronous peer unreachable does not hold",
 			promoting().lossless().with("db3", func(m *Member) { m.Reachable, m.Async = false, true }),
 			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
-		{"an asynchronous peer ahead of us does not take the lock: what only it has was never acknowledged",
+		{"an asynchronous peer ahead of us does not take the lock, but what it holds is taken (or it would be left errant)",
 			promoting().lossless().gtid("db3", "0-1-101").with("db3", async),
-			Action{Kind: Promote, Unfence: true}},
+			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: "0-1-101"}},
 		{"a forced manual failover overrides",
 			promoting().lossless().with("db3", func(m *Member) { m.Reachable = false }).switchover("", "db2", 0).force(),
 			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
@@ -434,7 +517,6 @@ func TestDecideFailsafe(t *testing.T) {
 }
 
 func TestRankCandidates(t *testing.T) {
-	const u1, u2 = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4e11fa47-71ca-11e1-9e33-c80aa9429562"
 	cases := []struct {
 		name    string
 		flavor  gtid.Flavor

@@ -21,8 +21,10 @@ type Member struct {
 	Priority   int
 	// ReplicationBroken: a replication thread stopped with an error.
 	ReplicationBroken bool
-	// Errant: it has transactions the leader it followed did not have.
-	Errant bool
+	// Errant: it has transactions the leader it followed did not have;
+	// ErrantGTIDs lists them when known.
+	Errant      bool
+	ErrantGTIDs string
 	// Executed and Retrieved are GTID sets in the flavor's text form.
 	Executed, Retrieved string
 	// Lag is the replication delay last observed while its source was up;
@@ -82,7 +84,7 @@ func FromRecord(m dcs.Member) Member {
 	return Member{
 		Name: m.Name, Addr: m.MySQLAddr, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
 		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
-		Errant: m.Tags[TagErrant] != "", Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
+		Errant: m.Tags[TagErrant] != "", ErrantGTIDs: m.Tags[TagErrant], Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
 		Async: m.Tags[TagAsync] != "", Primary: m.Role == dcs.RolePrimary, Misconfigured: m.Tags[TagMisconfigured],
 	}
 }

@@ -40,7 +40,7 @@ func TestFromRecord(t *testing.T) {
 		{"broken replication", with(func(m *dcs.Member) { m.Replication = dcs.ReplicationBroken }),
 			wantWith(func(m *Member) { m.ReplicationBroken = true })},
 		{"errant tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagErrant: "0-3-5"} }),
-			wantWith(func(m *Member) { m.Errant = true })},
+			wantWith(func(m *Member) { m.Errant, m.ErrantGTIDs = true, "0-3-5" })},
 		{"empty errant tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagErrant: ""} }), want},
 		{"lagging tag alone changes nothing", with(func(m *dcs.Member) { m.Tags = map[string]string{TagLagging: "over 30s"} }), want},
 	} {

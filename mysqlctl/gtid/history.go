@@ -3,6 +3,7 @@ package gtid
 import (
 	"cmp"
 	"fmt"
+	"slices"
 )
 
 // History is a server's transaction history: every transaction it has
@@ -82,4 +83,28 @@ func (h History) String() string {
 		return h.pos.String()
 	}
 	return h.set.String()
+}
+
+// Without returns h less a member's errant transactions (as [Errant] or
+// [ErrantMariaDBState] report them), so that what remains is the history it
+// shares with the cluster. For MySQL that is the set difference. A MariaDB
+// position keeps only the last GTID of each domain, so the legitimate part
+// of a domain with errant transactions cannot be told from the rest: the
+// whole domain is left out.
+func (h History) Without(errant string) (History, error) {
+	if h.flavor == MariaDB {
+		gs, err := parseMariaDBState(errant)
+		if err != nil {
+			return History{}, fmt.Errorf("errant GTIDs: %w", err)
+		}
+		kept := slices.DeleteFunc(h.pos.GTIDs(), func(g MariaDBGTID) bool {
+			return slices.ContainsFunc(gs, func(e MariaDBGTID) bool { return e.Domain == g.Domain })
+		})
+		return History{flavor: h.flavor, pos: MariaDBPos{gtids: kept}}, nil
+	}
+	e, err := ParseSet(errant)
+	if err != nil {
+		return History{}, fmt.Errorf("errant GTIDs: %w", err)
+	}
+	return History{flavor: h.flavor, set: h.set.Subtract(e)}, nil
 }

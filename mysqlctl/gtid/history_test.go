@@ -168,3 +168,35 @@ func count(h History) uint64 {
 	}
 	return h.set.Count()
 }
+
+func TestHistoryWithout(t *testing.T) {
+	tests := []struct {
+		name          string
+		flavor        Flavor
+		h, errant     string
+		want          string
+		wantErrSubstr string
+	}{
+		{"mysql: the errant transactions go", MySQL, u1 + ":1-10," + u2 + ":1-2", u2 + ":1-2", u1 + ":1-10", ""},
+		{"mysql: nothing errant", MySQL, u1 + ":1-10", "", u1 + ":1-10", ""},
+		{"mariadb: an errant domain goes whole", MariaDB, "0-1-10,1-3-4", "1-3-4", "0-1-10", ""},
+		{"mariadb: a binlog state naming one domain twice", MariaDB, "0-3-12,2-1-5", "0-3-12,0-4-2", "2-1-5", ""},
+		{"mariadb: nothing errant", MariaDB, "0-1-10", "", "0-1-10", ""},
+		{"mysql: malformed", MySQL, u1 + ":1-10", "nonsense", "", "errant GTIDs"},
+		{"mariadb: malformed", MariaDB, "0-1-10", "0-x", "", "errant GTIDs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := mustHistory(t, tt.flavor, tt.h, "").Without(tt.errant)
+			if tt.wantErrSubstr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErrSubstr) {
+					t.Fatalf("Without(%q) error = %v, want one containing %q", tt.errant, err, tt.wantErrSubstr)
+				}
+				return
+			}
+			if err != nil || got.String() != tt.want {
+				t.Errorf("%q without %q = %q, %v; want %q", tt.h, tt.errant, got, err, tt.want)
+			}
+		})
+	}
+}
