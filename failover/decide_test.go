@@ -74,7 +74,7 @@ func (b *snap) promotingFor(d, bound time.Duration) *snap {
 	b.s.PromotingSince, b.s.PromotionTimeout = t0.Add(-d), bound
 	return b
 }
-func (b *snap) force() *snap    { b.s.Switchover.Force = true; return b }
+func (b *snap) force() *snap { b.s.Switchover.Force = true; return b }
 func (b *snap) local(source string) *snap {
 	b.s.LocalSource = source
 	return b
