@@ -29,8 +29,7 @@ type replicaLag struct {
 	// started or resumed.
 	since time.Time
 	// leaderGoneAt is when the leader was last known alive, once it is
-	// lost; zero while a live leader (a valid lock held by another member)
-	// exists.
+	// lost; zero while a live leader exists (liveLeaderOther).
 	leaderGoneAt time.Time
 	// seedFromRecord: the count started without a measurement; the next
 	// DCS snapshot may raise behind to what our record last said.
@@ -133,10 +132,17 @@ func leaderLastAlive(lock *dcs.Leader, ttl time.Duration, now time.Time) time.Ti
 }
 
 // liveLeaderOther reports whether cl shows a valid lock held by another
-// member: only then can a source be writing what we do not receive.
+// member that serves as the primary: only then can a source be writing what
+// we do not receive. A holder still promoting (its record not primary yet)
+// writes nothing, however long it takes, and may give the lock up to us. A
+// holder without a record is taken as writing.
 func liveLeaderOther(cl *dcs.Cluster, self string) bool {
 	l := cl.Leader
-	return l != nil && l.Holder != "" && !l.Expired && l.Holder != self
+	if l == nil || l.Holder == "" || l.Expired || l.Holder == self {
+		return false
+	}
+	m, ok := cl.Member(l.Holder)
+	return !ok || m.Role == dcs.RolePrimary
 }
 
 // receiverState is the state of our receiver as the member record says it.

@@ -160,19 +160,24 @@ func TestLeaderlessOutageKeepsReplicasEligible(t *testing.T) {
 }
 
 func TestLiveLeaderOther(t *testing.T) {
+	primary := []dcs.Member{{Name: "db1", Role: dcs.RolePrimary}}
+	promoting := []dcs.Member{{Name: "db1", Role: dcs.RoleReplica}}
 	for _, tc := range []struct {
-		name string
-		lock *dcs.Leader
-		want bool
+		name    string
+		lock    *dcs.Leader
+		members []dcs.Member
+		want    bool
 	}{
-		{"no lock", nil, false},
-		{"released", &dcs.Leader{}, false},
-		{"expired", &dcs.Leader{Holder: "db1", Expired: true}, false},
-		{"ours", &dcs.Leader{Holder: "db2"}, false},
-		{"another's", &dcs.Leader{Holder: "db1"}, true},
-		{"unreadable but valid", &dcs.Leader{Holder: dcs.UnknownHolder}, true},
+		{"no lock", nil, primary, false},
+		{"released", &dcs.Leader{}, primary, false},
+		{"expired", &dcs.Leader{Holder: "db1", Expired: true}, primary, false},
+		{"ours", &dcs.Leader{Holder: "db2"}, primary, false},
+		{"another's, primary", &dcs.Leader{Holder: "db1"}, primary, true},
+		{"another's, still promoting", &dcs.Leader{Holder: "db1"}, promoting, false},
+		{"another's, without a record", &dcs.Leader{Holder: "db1"}, nil, true},
+		{"unreadable but valid", &dcs.Leader{Holder: dcs.UnknownHolder}, primary, true},
 	} {
-		if got := liveLeaderOther(&dcs.Cluster{Leader: tc.lock}, "db2"); got != tc.want {
+		if got := liveLeaderOther(&dcs.Cluster{Leader: tc.lock, Members: tc.members}, "db2"); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
