@@ -75,7 +75,8 @@ type Agent struct {
 	// misconfigured names the settings our mysqld lacks to serve as a
 	// source (it is then never promoted); "" when it has them.
 	misconfigured string
-	lastLag       *time.Duration
+	// lag follows our replication delay (lag.go).
+	lag replicaLag
 	// awaitedHolder is the lock holder we wait on to turn writable before
 	// judging our history against it; "" when not waiting.
 	awaitedHolder string

@@ -181,7 +181,7 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 		clusterUnlocked: newOptionalGauge(f("cluster_unlocked",
 			"1 while this member's last DCS snapshot shows no valid leader lock (none, or expired); absent before the first.")),
 		lagSeconds: newOptionalGauge(f("replication_lag_seconds",
-			"Replication delay reported by the replica (Seconds_Behind_Source); 0 without replication; absent while unknown (receiver not running, mysqld not answering).")),
+			"Replication delay of the replica: Seconds_Behind_Source while its receiver runs, then growing with the time since it last received while a leader lives (frozen without one); 0 without replication; absent while mysqld does not answer.")),
 		lagTransactions: newOptionalGauge(f("replication_lag_transactions",
 			"Transactions the leader has executed that this replica has not, from the last published records; absent while the leader has no record.")),
 		readOnly: newOptionalGauge(f("mysql_read_only",
@@ -273,8 +273,8 @@ func (m *Metrics) setCluster(cl *dcs.Cluster, paused bool) {
 func (m *Metrics) setLagTransactions(n uint64, known bool) { m.lagTransactions.set(float64(n), known) }
 
 // setLocal records what the last observation of our mysqld showed; err is
-// the observation's error.
-func (m *Metrics) setLocal(obs mysqlctl.Observation, err error, errant bool) {
+// the observation's error, lag our replication delay (replicaLag).
+func (m *Metrics) setLocal(obs mysqlctl.Observation, err error, errant bool, lag *time.Duration) {
 	up := err == nil
 	m.MySQLUp.Set(boolGauge(up))
 	m.Errant.Set(boolGauge(errant))
@@ -286,9 +286,8 @@ func (m *Metrics) setLocal(obs mysqlctl.Observation, err error, errant bool) {
 	switch {
 	case up && r == nil:
 		m.lagSeconds.set(0, true)
-	case replica:
-		lag, ok := knownLag(r)
-		m.lagSeconds.set(lag.Seconds(), ok)
+	case replica && lag != nil:
+		m.lagSeconds.set(lag.Seconds(), true)
 	default:
 		m.lagSeconds.set(0, false)
 	}

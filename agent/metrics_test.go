@@ -209,12 +209,17 @@ func TestLoopMetricsLocalGauges(t *testing.T) {
 	h.step("db2")
 	wantGauge(t, "replica 7 s behind: replication_lag_seconds", r.lagSeconds.vec, 7)
 
-	// A stopped receiver's Seconds_Behind_Source is stale: unknown, not -1.
+	// A stopped receiver's Seconds_Behind_Source is stale: the lag grows
+	// from the last one read while receiving, while the leader lives.
 	h.mysql.byName("db2").ioRunning = false
 	h.step("db2")
 	wantGauge(t, "stopped receiver: replication_io_running", r.ioRunning.vec, 0)
 	wantGauge(t, "stopped receiver: replication_sql_running", r.sqlRunning.vec, 1)
-	wantAbsent(t, "stopped receiver: replication_lag_seconds", r.lagSeconds.vec)
+	wantGauge(t, "stopped receiver: replication_lag_seconds", r.lagSeconds.vec, 7)
+	h.mysql.byName("db1").cutFromPeers = true // so the receiver stays down
+	h.advance(5*time.Second, "db1", "db2")
+	wantGauge(t, "receiver down for 5s: replication_lag_seconds", r.lagSeconds.vec, 12)
+	h.mysql.byName("db1").cutFromPeers = false
 
 	d := h.agents["db3"].metrics
 	h.mysql.byName("db3").up = false

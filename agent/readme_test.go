@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,7 +50,7 @@ func metricsTable(t *testing.T) string {
 	// The series that are absent while unknown: give them a value.
 	zero := int64(0)
 	m.setLocal(mysqlctl.Observation{Replica: &mysqlctl.ReplicaStatus{IOThread: mysqlctl.ThreadRunning,
-		SQLThread: mysqlctl.ThreadRunning, SecondsBehind: &zero}}, nil, false)
+		SQLThread: mysqlctl.ThreadRunning, SecondsBehind: &zero}}, nil, false, new(time.Duration))
 	m.setCluster(&dcs.Cluster{}, false)
 	m.setLagTransactions(0, true)
 	families, err := reg.Gather()

@@ -51,11 +51,7 @@ func (a *Agent) observeLocal(ctx context.Context) (mysqlctl.Observation, error) 
 	}
 	a.pidFile = obs.Status.PIDFile
 	a.noteMisconfigured(strings.Join(obs.Status.SourceMisconfigured(), "; "))
-	if r := obs.Replica; r == nil {
-		a.lastLag = nil
-	} else if lag, ok := knownLag(r); ok {
-		a.lastLag = &lag
-	}
+	a.lag = a.lag.observed(obs.Replica, a.clock.Now())
 	return obs, nil
 }
 
@@ -116,6 +112,12 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		a.lastLeader = s.Leader
 	}
 	s.LeaderlessSince = a.leaderlessSince
+	a.lag = a.lag.leader(liveLeaderOther(cl, a.self.Name), leaderLastAlive(cl.Leader, a.clusterConfig.TTL, now), now)
+	if own, ok := cl.Member(a.self.Name); ok {
+		a.lag = a.lag.seededFrom(&own)
+	} else {
+		a.lag = a.lag.seededFrom(nil)
+	}
 	if f := a.failoverFrom; f != nil {
 		s.FormerLeader = f.from
 	}
@@ -214,7 +216,7 @@ func (a *Agent) promotionTimeout() time.Duration {
 func (a *Agent) selfMember(obs mysqlctl.Observation, localErr error) failover.Member {
 	m := failover.Member{
 		Name: a.self.Name, Fresh: true, Healthy: localErr == nil, NoFailover: a.self.NoFailover,
-		Priority: a.self.FailoverPriority, Errant: a.errant != "", Executed: obs.Status.GTIDExecuted, Lag: a.lastLag,
+		Priority: a.self.FailoverPriority, Errant: a.errant != "", Executed: obs.Status.GTIDExecuted, Lag: a.lag.at(a.clock.Now()),
 		Misconfigured: a.misconfigured,
 	}
 	if r := obs.Replica; r != nil {

@@ -44,7 +44,8 @@ type MemberStatus struct {
 	GTIDRetrieved  string  `json:"gtid_retrieved,omitempty"`
 	Replication    string  `json:"replication"`
 	Source         string  `json:"source,omitempty"`
-	LagSeconds     *int64  `json:"lag_seconds,omitempty"`
+	LagSeconds     *int64  `json:"lag_seconds,omitempty"` // grows while the receiver does not receive (lag.go)
+	Receiver       string  `json:"receiver,omitempty"`    // running, connecting (to a lost source) or stopped
 	Errant         string  `json:"errant,omitempty"`
 	Error          string  `json:"error,omitempty"`
 	Action         string  `json:"action"`
@@ -131,13 +132,19 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 		SemiSync: a.semiSyncState(obs, localErr), FailsafePromise: a.promisedLeader(), LeaderLost: a.leaderLost(),
 	}
 	a.metrics.setSemiSync(st.SemiSync)
-	a.metrics.setLocal(obs, localErr, a.errant != "")
+	lag := a.lag.at(a.clock.Now())
+	a.metrics.setLocal(obs, localErr, a.errant != "", lag)
 	a.metrics.setCluster(cl, a.clusterConfig.Paused)
 	if localErr != nil {
 		st.Error = localErr.Error()
 	}
+	if lag != nil {
+		s := int64(*lag / time.Second)
+		st.LagSeconds = &s
+	}
+	st.Receiver = receiverState(obs, localErr).String()
 	if r := obs.Replica; r != nil {
-		st.GTIDRetrieved, st.LagSeconds = r.RetrievedGTID, r.SecondsBehind
+		st.GTIDRetrieved = r.RetrievedGTID
 		st.Source = fmt.Sprintf("%s:%d", r.SourceHost, r.SourcePort)
 	}
 	if cl != nil {
@@ -176,10 +183,12 @@ func (a *Agent) Status() MemberStatus {
 // refresh volatile fields more often than its refresh interval.
 func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, localErr error) {
 	st := a.Status()
+	lag := a.lag.at(a.clock.Now())
 	m := dcs.Member{
 		Name: a.self.Name, Instance: a.instance, APIURL: a.self.APIURL, MySQLAddr: a.self.MySQLAddr,
 		GTIDExecuted: st.GTIDExecuted, GTIDRetrieved: st.GTIDRetrieved, NoFailover: a.self.NoFailover,
-		FailoverPriority: a.self.FailoverPriority, Lag: a.lastLag, Role: a.role, AgentVersion: st.AgentVersion,
+		FailoverPriority: a.self.FailoverPriority, Lag: lag, Role: a.role, AgentVersion: st.AgentVersion,
+		Receiver: receiverState(obs, localErr),
 	}
 	m.Replication = replicationState(obs, localErr)
 	if r := obs.Replica; localErr == nil && r != nil && r.Broken() {
@@ -194,7 +203,7 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	}
 	// Tags are written at once when they change, and lag is not: the tag
 	// makes a crossing of the promotion limit, either way, visible now.
-	if maxLag := a.clusterConfig.MaximumLagOnFailover; maxLag > 0 && a.lastLag != nil && *a.lastLag > maxLag {
+	if maxLag := a.clusterConfig.MaximumLagOnFailover; maxLag > 0 && lag != nil && *lag > maxLag {
 		m.Tags[failover.TagLagging] = "over " + maxLag.String()
 	}
 	if ss := st.SemiSync; ss != nil && ss.Async {

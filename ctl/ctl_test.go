@@ -297,3 +297,45 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A replica cut from its source shows why (its receiver connecting), its
+// grown lag and that it is lagging, in the table and in JSON.
+func TestStatusShowsAReceiverThatIsNotReceiving(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	cl, _ := f.cli.Store.Cluster(ctx)
+	rec, _ := cl.Member("db3")
+	behind := 2 * time.Hour
+	rec.Replication, rec.Receiver, rec.Lag = dcs.ReplicationStopped, dcs.ReceiverConnecting, &behind
+	rec.Tags = map[string]string{failover.TagLagging: "over 30s"}
+	if err := f.stores["db3"].UpdateMember(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cli.Status(ctx, Table, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := "db3     replica  stopped (receiver connecting)  7200    3        0-1-97   lagging"; !strings.Contains(f.out.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, f.out)
+	}
+	f.out.Reset()
+	if err := f.cli.Status(ctx, JSON, false); err != nil {
+		t.Fatal(err)
+	}
+	var v StatusView
+	if err := json.Unmarshal(f.out.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	row := v.Members[2]
+	if row.Name != "db3" || row.Receiver != "connecting" || row.LagSeconds == nil || *row.LagSeconds != behind.Seconds() {
+		t.Fatalf("JSON row %+v, want db3 with receiver connecting and lag_seconds 7200", row)
+	}
+	f.out.Reset()
+	if err := f.cli.Describe(ctx, Table, "db3"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Receiver:", "connecting", "Lag (s):", "7200"} {
+		if !strings.Contains(f.out.String(), want) {
+			t.Errorf("describe lacks %q:\n%s", want, f.out)
+		}
+	}
+}

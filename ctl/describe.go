@@ -73,6 +73,9 @@ func (d MemberDetail) WriteTable(w io.Writer) {
 	line("Lock holder", d.LockHolder)
 	line("State", d.State)
 	line("Replication", d.Replication)
+	if d.Receiver != "" {
+		line("Receiver", d.Receiver)
+	}
 	if d.ReplicationError != "" {
 		line("Replication error", d.ReplicationError)
 	}

@@ -32,8 +32,14 @@ type MemberRow struct {
 	Name  string `json:"name"`
 	Role  string `json:"role"`
 	State string `json:"state"`
-	// LagSeconds is the replica's reported delay; nil when unknown.
+	// LagSeconds is the replica's delay; nil when unknown. While its
+	// receiver does not receive it grows with the time since it last did
+	// (while a leader lives), so a stale 0 never shows.
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
+	// Receiver is the state of the replica's receiver (IO thread): running,
+	// connecting (retrying an unreachable source) or stopped; empty when
+	// not a replica, or from an agent older than the field.
+	Receiver string `json:"receiver,omitempty"`
 	// LagTransactions counts the leader's transactions this member lacks,
 	// from the last published records; nil when it cannot be computed.
 	LagTransactions *uint64 `json:"lag_transactions,omitempty"`
@@ -65,7 +71,8 @@ func BuildStatus(cl *dcs.Cluster) StatusView {
 		}
 	}
 	for _, m := range cl.Members {
-		row := MemberRow{Name: m.Name, Role: m.Role.String(), State: memberState(m), GTID: m.GTIDExecuted, AgentVersion: m.AgentVersion}
+		row := MemberRow{Name: m.Name, Role: m.Role.String(), State: memberState(m), GTID: m.GTIDExecuted, AgentVersion: m.AgentVersion,
+			Receiver: m.Receiver.String()}
 		if m.Role == dcs.RolePrimary && (cl.Leader == nil || cl.Leader.Holder != m.Name || cl.Leader.Expired) {
 			// A record can outlive its agent by the member TTL.
 			row.State = "not the lock holder (stale record?)"
@@ -88,6 +95,9 @@ func BuildStatus(cl *dcs.Cluster) StatusView {
 		}
 		if why := m.Tags[failover.TagStalled]; why != "" {
 			tags = append(tags, "stalled: "+why)
+		}
+		if m.Tags[failover.TagLagging] != "" {
+			tags = append(tags, "lagging")
 		}
 		if m.Tags[failover.TagAsync] != "" {
 			tags = append(tags, "async")
@@ -116,6 +126,9 @@ func memberState(m dcs.Member) string {
 		return "streaming"
 	case m.Replication == dcs.ReplicationNone && m.Role == dcs.RolePrimary:
 		return "running"
+	case m.Replication == dcs.ReplicationStopped && m.Receiver != dcs.ReceiverUnknown:
+		// Connecting: cut from its source; running: only the applier stopped.
+		return "stopped (receiver " + m.Receiver.String() + ")"
 	}
 	return m.Replication.String()
 }

@@ -168,6 +168,47 @@ func ParseReplicationState(s string) (ReplicationState, error) {
 	return 0, fmt.Errorf("%w: unknown replication state %q (want one of %v)", ErrInvalid, s, replicationNames)
 }
 
+// ReceiverState is the state of a replica's receiver (MySQL's IO thread),
+// which tells a replica cut from its source (connecting) from one stopped on
+// purpose. Informational: eligibility follows from Member.Lag.
+type ReceiverState uint8
+
+const (
+	// ReceiverUnknown: not a replica, not observed, or written by an agent
+	// older than the field.
+	ReceiverUnknown ReceiverState = iota
+	// ReceiverRunning: connected to its source, receiving.
+	ReceiverRunning
+	// ReceiverConnecting: retrying a source it cannot reach.
+	ReceiverConnecting
+	// ReceiverStopped: not running (stopped, or failed: see Replication).
+	ReceiverStopped
+)
+
+var receiverNames = [...]string{"", "running", "connecting", "stopped"}
+
+// Valid reports whether s is one of the defined states.
+func (s ReceiverState) Valid() bool { return int(s) < len(receiverNames) }
+
+func (s ReceiverState) String() string {
+	if int(s) < len(receiverNames) {
+		return receiverNames[s]
+	}
+	return fmt.Sprintf("ReceiverState(%d)", s)
+}
+
+// ParseReceiverState parses the String form of a ReceiverState. A name this
+// version does not know (a newer agent's) reads as ReceiverUnknown, since
+// the field is informational.
+func ParseReceiverState(s string) ReceiverState {
+	for i, n := range receiverNames {
+		if n == s {
+			return ReceiverState(i)
+		}
+	}
+	return ReceiverUnknown
+}
+
 // Member is the record a member publishes about itself.
 type Member struct {
 	Name string
@@ -186,8 +227,11 @@ type Member struct {
 	Replication                 ReplicationState
 	// ReplicationError is the last replication error, if any.
 	ReplicationError string
-	// Lag is the replication delay; nil when unknown or not a replica.
+	// Lag is the replication delay; nil when unknown or not a replica. It
+	// keeps growing while the receiver does not receive and a leader lives.
 	Lag *time.Duration
+	// Receiver is the state of the member's replication receiver.
+	Receiver ReceiverState
 	// NoFailover excludes the member from elections.
 	NoFailover bool
 	// FailoverPriority ranks equally up-to-date candidates; higher wins; >= 0.

@@ -43,6 +43,7 @@ type memberJSON struct {
 	Replication      string            `json:"replication"`
 	ReplicationError string            `json:"replication_error,omitempty"`
 	Lag              *string           `json:"lag,omitempty"`
+	Receiver         string            `json:"receiver,omitempty"`
 	NoFailover       bool              `json:"nofailover,omitempty"`
 	FailoverPriority int               `json:"failover_priority,omitempty"`
 	Tags             map[string]string `json:"tags,omitempty"`
@@ -68,6 +69,9 @@ func ValidateMember(m dcs.Member) error {
 	}
 	if !m.Replication.Valid() {
 		errs = append(errs, fmt.Errorf("%w: unknown replication state %d", dcs.ErrInvalid, m.Replication))
+	}
+	if !m.Receiver.Valid() {
+		errs = append(errs, fmt.Errorf("%w: unknown receiver state %d", dcs.ErrInvalid, m.Receiver))
 	}
 	if m.APIURL != "" {
 		if u, err := url.Parse(m.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -97,7 +101,7 @@ func EncodeMember(m dcs.Member) ([]byte, error) {
 	j := memberJSON{
 		Name: m.Name, Instance: m.Instance, Role: m.Role.String(), APIURL: m.APIURL, MySQLAddr: m.MySQLAddr,
 		GTIDExecuted: m.GTIDExecuted, GTIDRetrieved: m.GTIDRetrieved,
-		Replication: m.Replication.String(), ReplicationError: m.ReplicationError,
+		Replication: m.Replication.String(), ReplicationError: m.ReplicationError, Receiver: m.Receiver.String(),
 		NoFailover: m.NoFailover, FailoverPriority: m.FailoverPriority,
 		Tags: m.Tags, AgentVersion: m.AgentVersion, UpdatedAt: m.UpdatedAt.UTC(),
 	}
@@ -120,7 +124,7 @@ func DecodeMember(where, wantName string, b []byte) (dcs.Member, error) {
 	m := dcs.Member{
 		Name: j.Name, Instance: j.Instance, APIURL: j.APIURL, MySQLAddr: j.MySQLAddr,
 		GTIDExecuted: j.GTIDExecuted, GTIDRetrieved: j.GTIDRetrieved,
-		ReplicationError: j.ReplicationError, NoFailover: j.NoFailover,
+		ReplicationError: j.ReplicationError, Receiver: dcs.ParseReceiverState(j.Receiver), NoFailover: j.NoFailover,
 		FailoverPriority: j.FailoverPriority, Tags: j.Tags, AgentVersion: j.AgentVersion, UpdatedAt: j.UpdatedAt,
 	}
 	var errs []error

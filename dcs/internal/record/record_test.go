@@ -265,3 +265,29 @@ func TestMemberAgentVersion(t *testing.T) {
 		t.Fatalf("record without agent_version: %+v, %v", old, err)
 	}
 }
+
+// The receiver's state round-trips; a record from an older agent has none,
+// and a state only a newer agent knows reads as unknown, not as corrupt.
+func TestMemberReceiver(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := dcs.Member{Name: "m0", Role: dcs.RoleReplica, Replication: dcs.ReplicationStopped, UpdatedAt: t0, Receiver: dcs.ReceiverConnecting}
+	b, err := EncodeMember(m)
+	if err != nil || !strings.Contains(string(b), `"receiver":"connecting"`) {
+		t.Fatalf("encoded record %s (%v) lacks the receiver", b, err)
+	}
+	if back, err := DecodeMember("K", "m0", b); err != nil || back.Receiver != dcs.ReceiverConnecting {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	for _, rec := range []string{
+		`{"name":"m0","role":"replica","replication":"running","updated_at":"2025-01-01T00:00:00Z"}`,
+		`{"name":"m0","role":"replica","replication":"running","receiver":"dreaming","updated_at":"2025-01-01T00:00:00Z"}`,
+	} {
+		if got, err := DecodeMember("K", "m0", []byte(rec)); err != nil || got.Receiver != dcs.ReceiverUnknown {
+			t.Fatalf("%s: %+v, %v; want receiver unknown", rec, got, err)
+		}
+	}
+	m.Receiver = 9
+	if _, err := EncodeMember(m); !errors.Is(err, dcs.ErrInvalid) {
+		t.Fatalf("receiver state 9 encoded: %v", err)
+	}
+}
