@@ -127,6 +127,11 @@ type Agent struct {
 	deadlineMu   sync.Mutex
 	deadline     time.Time
 	rearm        chan struct{}
+	// pushDeadman wakes the deadmanPusher when the deadline moves;
+	// deadmanArmed: this process armed the dead-man switch since the
+	// deadline was last cleared.
+	pushDeadman  chan struct{}
+	deadmanArmed atomic.Bool
 
 	// Shared with the HTTP API.
 	statusMu sync.Mutex
@@ -155,7 +160,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 		self: cfg, store: d.Store, dial: d.Dial, labeler: d.Labeler, clock: d.Clock, log: d.Logger,
 		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr, killMySQL: d.KillMySQL, peerFailsafe: d.PeerFailsafe,
 		peers: map[string]Database{}, clusterConfig: cfg.Bootstrap, instance: d.Store.Instance(),
-		rearm: make(chan struct{}, 1), rebuilder: d.Rebuilder, fetchClone: d.FetchClone,
+		rearm: make(chan struct{}, 1), pushDeadman: make(chan struct{}, 1), rebuilder: d.Rebuilder, fetchClone: d.FetchClone,
 	}
 	if a.fetchClone == nil {
 		a.fetchClone = HTTPFetchClone(&http.Client{})
@@ -186,6 +191,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	watchdogCtx, stopWatchdog := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatchdog()
 	go a.watchdog(watchdogCtx)
+	go a.deadmanPusher(watchdogCtx)
 
 	// Never writable until we hold the lock: fence at start, whatever the
 	// state mysqld was left in.

@@ -49,9 +49,14 @@ func (a *Agent) setDeadline(d time.Time) {
 	a.deadlineMu.Lock()
 	a.deadline = d
 	a.deadlineMu.Unlock()
-	select {
-	case a.rearm <- struct{}{}:
-	default:
+	if d.IsZero() {
+		a.deadmanArmed.Store(false)
+	}
+	for _, wake := range []chan struct{}{a.rearm, a.pushDeadman} {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
 	}
 }
 

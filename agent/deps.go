@@ -48,6 +48,9 @@ type Database interface {
 	StartReplication(ctx context.Context) error
 	SetSemiSyncSource(ctx context.Context, enabled bool, timeout time.Duration, waitForReplicas int) error
 	SetSemiSyncReplica(ctx context.Context, enabled bool) error
+	// ArmDeadman makes mysqld fence itself after the delay, on its own
+	// clock, unless called again before (the dead-man switch).
+	ArmDeadman(ctx context.Context, after time.Duration) error
 }
 
 // Dialer opens a connection to a mysqld at addr ("host:port"); the agent

@@ -16,6 +16,12 @@
 //     the lock was not renewed, from a watchdog goroutine that does not wait
 //     for a stuck loop, and the loop itself fences first when it wakes past
 //     the deadline (a frozen process);
+//   - the fence holds without this process: FenceAtStart fences mysqld
+//     before any start-up step that can fail, and a dead-man switch, an
+//     event inside mysqld armed before unfencing and pushed back on every
+//     renewal, fences it at the same instant as the watchdog if no push
+//     comes (deadman.go); a member on which it cannot be armed is never
+//     made writable;
 //   - a new leader, before becoming writable, stops the receivers of every
 //     reachable replica (so a semi-sync old source can acknowledge nothing
 //     more) and fences every member that answers writable; if either fails

@@ -51,6 +51,12 @@ type fakeDB struct {
 	noSemiSyncReplica bool
 	// noBinlog: started without log_bin, so it cannot serve as a source.
 	noBinlog bool
+	// deadmanErr makes arming the dead-man switch fail (no event
+	// scheduler, say); deadmanArms counts the arms that succeeded, and
+	// deadmanAfter is the last one's delay.
+	deadmanErr   error
+	deadmanArms  int
+	deadmanAfter time.Duration
 }
 
 // errTimedOut is what a call that ran into its deadline returns.
@@ -263,6 +269,12 @@ func (d *fakeDB) Fence(context.Context) error {
 	return d.faultOf(&d.fenceErr)
 }
 func (d *fakeDB) Unfence(context.Context) error { return d.locked(func() { d.readOnly = false }) }
+func (d *fakeDB) ArmDeadman(_ context.Context, after time.Duration) error {
+	if err := d.fail(&d.deadmanErr, func() { d.deadmanArms++; d.deadmanAfter = after }); err != nil {
+		return err
+	}
+	return d.faultOf(&d.deadmanErr)
+}
 func (d *fakeDB) KillClients(context.Context) (int, error) {
 	return 0, d.locked(func() {})
 }

@@ -126,3 +126,32 @@ func (a *Agent) killLocal(ctx context.Context, reason string) (redo bool) {
 	a.labeler.Event(ctx, a.self.Name, eventWarning, "KilledHungMySQL", fmt.Sprintf("killed mysqld (pid %d): %s", pid, reason))
 	return true
 }
+
+// FenceAtStart is an agent's very first act, before any step that can fail
+// (the DCS client, TLS files, the Kubernetes client): it fences the local
+// mysqld within timeout, so that an agent that cannot start (and is
+// restarted in vain) leaves no writable server behind while a peer takes
+// over. It runs mysqlctl.Instance.Fence:
+//
+//	MySQL:   SET GLOBAL super_read_only = ON
+//	MariaDB: SET GLOBAL read_only = ON
+//
+// and reads the switch back. A mysqld that does not answer is logged and
+// left alone: a server that is down takes no writes, and Run fences it
+// once it answers. The error is for the log; the caller goes on.
+func FenceAtStart(ctx context.Context, dial Dialer, addr string, timeout time.Duration, log *zap.Logger) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	db, err := dial(cctx, addr)
+	if err != nil {
+		log.Warn("local mysqld not reachable at start-up; it is fenced once it answers", zap.String("addr", addr), zap.Error(err))
+		return fmt.Errorf("connecting to the local mysqld at start-up: %w", err)
+	}
+	defer closeDB(db)
+	if err := db.Fence(cctx); err != nil {
+		log.Error("fencing the local mysqld at start-up failed", zap.String("addr", addr), zap.Error(err))
+		return fmt.Errorf("fencing the local mysqld at start-up: %w", err)
+	}
+	log.Info("fenced the local mysqld at start-up", zap.String("addr", addr))
+	return nil
+}

@@ -24,9 +24,12 @@ const MetricsPrefix = "mysqlha_"
 // A value that is unknown is an absent series (optionalGauge), never a
 // sentinel.
 type Metrics struct {
-	IsLeader          prometheus.Gauge
-	RenewLatency      prometheus.Histogram
-	RenewFailures     prometheus.Counter
+	IsLeader      prometheus.Gauge
+	RenewLatency  prometheus.Histogram
+	RenewFailures prometheus.Counter
+	// DeadmanFailures counts failures to arm or push back the dead-man
+	// switch (an event in mysqld that fences it at the lock deadline).
+	DeadmanFailures   prometheus.Counter
 	LoopDuration      prometheus.Histogram
 	Failovers         prometheus.Counter
 	Switchovers       prometheus.Counter
@@ -158,6 +161,8 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 		RenewLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricsPrefix + "lock_renew_duration_seconds",
 			Help: "Latency of successful leader lock renewals.", ConstLabels: labels, Buckets: lockBuckets}),
 		RenewFailures: prometheus.NewCounter(prometheus.CounterOpts(f("lock_renew_failures_total", "Failed leader lock renewals."))),
+		DeadmanFailures: prometheus.NewCounter(prometheus.CounterOpts(f("deadman_failures_total",
+			"Failures to arm or push back the dead-man switch, the event in mysqld that fences it at the lock deadline without the agent: a promotion then stays read-only, a primary fences itself at its previous deadline."))),
 		LoopDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricsPrefix + "loop_duration_seconds",
 			Help: "Duration of one HA loop iteration.", ConstLabels: labels, Buckets: lockBuckets}),
 		Failovers:   prometheus.NewCounter(prometheus.CounterOpts(f("failovers_total", "Unplanned promotions of this member."))),
@@ -202,7 +207,7 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 			"DCS calls that failed, by operation.")), []string{"op"}),
 	}
 	m.initLabels()
-	reg.MustRegister(m.IsLeader, m.RenewLatency, m.RenewFailures, m.LoopDuration, m.Failovers, m.Switchovers,
+	reg.MustRegister(m.IsLeader, m.RenewLatency, m.RenewFailures, m.DeadmanFailures, m.LoopDuration, m.Failovers, m.Switchovers,
 		m.DuplicateIdentity, m.SemiSyncReplicas, m.SemiSyncWaiting, m.SemiSyncStalled, m.FailsafeActive,
 		m.Paused, m.MySQLUp, m.Errant, m.DCSLastSuccess,
 		m.clusterUnlocked.vec, m.lagSeconds.vec, m.lagTransactions.vec, m.readOnly.vec, m.ioRunning.vec, m.sqlRunning.vec,

@@ -94,9 +94,16 @@ import (
 //	         SET GLOBAL rpl_semi_sync_master_enabled = ON
 //
 // 8. Wait for the renewal; only if we hold the lock, drop the primary label
-// of every other member, and become writable if the deadline leaves a
-// retry_timeout:
+// of every other member, and, if the deadline leaves a retry_timeout, arm
+// the dead-man switch to fire at the fence trigger (deadman.go; within a
+// retry_timeout of its own; a failure stops the promotion here, with a
+// DeadmanFailed Event), then become writable:
 //
+//	SELECT @@global.event_scheduler
+//	SET SESSION sql_log_bin = 0, time_zone = '+00:00'
+//	ALTER EVENT mysqlha.deadman ON SCHEDULE AT CURRENT_TIMESTAMP(6) + INTERVAL us MICROSECOND ...
+//	  (or, the first time, CREATE DATABASE IF NOT EXISTS mysqlha; CREATE EVENT ...)
+//	SET SESSION sql_log_bin = 1, time_zone = DEFAULT
 //	MySQL:   SET GLOBAL super_read_only = OFF; SET GLOBAL read_only = OFF
 //	MariaDB: SET GLOBAL read_only = OFF
 //
@@ -192,6 +199,12 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed,
 		a.log.Warn("not unfencing: too close to the lock deadline")
 		return false
 	}
+	if err := a.armDeadman(ctx, a.db); err != nil {
+		a.log.Error("not unfencing: the dead-man switch could not be armed, so nothing would fence mysqld if this agent died", zap.Error(err))
+		a.labeler.Event(ctx, a.self.Name, eventWarning, "DeadmanFailed", "not unfencing: "+err.Error())
+		return false
+	}
+	a.deadmanArmed.Store(true)
 	if err := a.db.Unfence(cctx); err != nil {
 		a.log.Error("unfencing failed", zap.Error(err))
 		return false

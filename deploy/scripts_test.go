@@ -383,6 +383,8 @@ func TestInitdbMySQLStatements(t *testing.T) {
 		`ALTER USER 'mysqlha'@'%' IDENTIFIED BY 'a\'b\\c';`,
 		// The README's MySQL 8 list.
 		"GRANT SYSTEM_VARIABLES_ADMIN, CONNECTION_ADMIN, REPLICATION_SLAVE_ADMIN, REPLICATION CLIENT, PROCESS, RELOAD ON *.* TO 'mysqlha'@'%';",
+		// The dead-man switch's event, in the agent's schema.
+		"GRANT CREATE, EVENT ON mysqlha.* TO 'mysqlha'@'%';",
 		"CREATE USER IF NOT EXISTS 'repl'@'%' IDENTIFIED BY 'r';",
 		"ALTER USER 'repl'@'%' IDENTIFIED BY 'r';",
 		"GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%';",
@@ -464,7 +466,7 @@ func TestMariaDBRunsTheDeployedConfig(t *testing.T) {
 	for name, want := range map[string]string{
 		"server_id": "102", "read_only": "ON", "log_bin": "ON", "log_slave_updates": "ON", "gtid_strict_mode": "ON",
 		"binlog_format": "ROW", "sync_binlog": "1", "innodb_flush_log_at_trx_commit": "1",
-		"binlog_expire_logs_seconds": "604800", "gtid_domain_id": "0", "skip_name_resolve": "ON",
+		"binlog_expire_logs_seconds": "604800", "gtid_domain_id": "0", "skip_name_resolve": "ON", "event_scheduler": "ON",
 		"report_host": "mysqlha-2.mysqlha.db.svc", "host_cache_size": "0",
 		"log_bin_basename": filepath.Join(srv.dir, "data", "mysql-bin"),
 	} {
@@ -552,7 +554,8 @@ func TestMariaDBRunsTheDeployedConfig(t *testing.T) {
 	}
 }
 
-// grantsOf returns the privileges user@'%' holds on *.*, sorted.
+// grantsOf returns the privileges user@'%' holds, sorted: on *.* by name,
+// on a schema as "PRIV ON `schema`.*".
 func grantsOf(t *testing.T, db *sql.DB, user string) []string {
 	t.Helper()
 	rows, err := db.Query("SHOW GRANTS FOR '" + user + "'@'%'")
@@ -567,10 +570,16 @@ func grantsOf(t *testing.T, db *sql.DB, user string) []string {
 			t.Fatal(err)
 		}
 		list, rest, ok := strings.Cut(strings.TrimPrefix(g, "GRANT "), " ON ")
-		if !ok || !strings.HasPrefix(rest, "*.* TO ") {
+		scope, _, _ := strings.Cut(rest, " TO ")
+		if !ok || (scope != "*.*" && !strings.HasSuffix(scope, ".*")) {
 			t.Fatalf("unexpected grant %q", g)
 		}
-		privs = append(privs, strings.Split(list, ", ")...)
+		for _, p := range strings.Split(list, ", ") {
+			if scope != "*.*" {
+				p += " ON " + scope
+			}
+			privs = append(privs, p)
+		}
 	}
 	slices.Sort(privs)
 	return privs

@@ -21,6 +21,10 @@
 //	primary_failover_test.go  kill -9 of the primary's agent and mysqld
 //	rejoin_test.go            the old primary comes back as a replica
 //	agent_killed_test.go      kill -9 of the primary's agent alone
+//	dead_agent_test.go        kill -9 of the primary's agent, which stays dead, its
+//	                          mysqld cut from its peers but not from a client: the
+//	                          dead-man event refuses the client's writes before a
+//	                          peer takes one
 //	frozen_agent_test.go      SIGSTOP of the primary's agent beyond ttl
 //	mysqld_death_test.go      the primary's mysqld dies, its agent lives
 //	mysqld_hang_test.go       the primary's mysqld hangs: its agent kills it and a

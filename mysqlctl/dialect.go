@@ -373,3 +373,65 @@ func (d Dialect) ShowStatus() Statement {
 	return stmt("SHOW GLOBAL STATUS WHERE Variable_name IN (" +
 		inList([]string{n.semiSourceStatus, n.semiSourceClients, n.semiReplicaStatus, n.semiSourceWaitSessions}) + ")")
 }
+
+// The dead-man switch is one event in a schema of the agent's own (see
+// Instance.ArmDeadman). The agent creates both, never through the binary
+// log, so neither reaches a replica.
+const (
+	DeadmanSchema = "mysqlha"
+	DeadmanEvent  = "deadman"
+)
+
+// EventScheduler reads whether the server runs events: ON, OFF, or
+// DISABLED (set at start-up, and then unchangeable until a restart).
+func (d Dialect) EventScheduler() Statement { return stmt("SELECT @@global.event_scheduler") }
+
+// EnableEventScheduler starts the event scheduler of a server where it is
+// OFF. MariaDB requires SUPER for it, which the agent's user does not hold:
+// there the server's configuration sets event_scheduler = ON.
+func (d Dialect) EnableEventScheduler() Statement { return stmt("SET GLOBAL event_scheduler = ON") }
+
+// DeadmanSession keeps the session's statements out of the binary log (so
+// the event never reaches a replica, where it would arrive disabled anyway,
+// nor a replica's GTID set) and makes CURRENT_TIMESTAMP plain UTC, so that
+// no daylight saving jump of the server's time zone moves the event by an
+// hour. RestoreSession undoes both before the connection returns to the
+// pool.
+func (d Dialect) DeadmanSession() Statement {
+	return stmt("SET SESSION sql_log_bin = 0, time_zone = '+00:00'")
+}
+
+// RestoreSession: see DeadmanSession.
+func (d Dialect) RestoreSession() Statement {
+	return stmt("SET SESSION sql_log_bin = 1, time_zone = DEFAULT")
+}
+
+// CreateDeadmanSchema creates the agent's schema if it is missing.
+func (d Dialect) CreateDeadmanSchema() Statement {
+	return stmt("CREATE DATABASE IF NOT EXISTS " + DeadmanSchema)
+}
+
+// deadmanSchedule is the one-time schedule, after from the server's own
+// clock. The server keeps whole seconds and drops the fraction, so the
+// event fires up to a second early, never late; CURRENT_TIMESTAMP(6), as
+// plain CURRENT_TIMESTAMP drops the fraction of now first, which would make
+// that up to two seconds (measured on MariaDB 10.11). PRESERVE keeps the event
+// after it fired, so that the next arming only alters it; MySQL otherwise
+// drops the clause on ALTER, so it is repeated there.
+func deadmanSchedule(after time.Duration) string {
+	return fmt.Sprintf("ON SCHEDULE AT CURRENT_TIMESTAMP(6) + INTERVAL %d MICROSECOND ON COMPLETION PRESERVE ENABLE",
+		max(after.Microseconds(), 0))
+}
+
+// CreateDeadman creates the dead-man event: at after from now, the server
+// fences itself, with the statement of Fence.
+func (d Dialect) CreateDeadman(after time.Duration) Statement {
+	return stmt(fmt.Sprintf("CREATE EVENT IF NOT EXISTS %s.%s %s DO %s",
+		DeadmanSchema, DeadmanEvent, deadmanSchedule(after), d.Fence()[0].SQL))
+}
+
+// ExtendDeadman moves the dead-man event to after from now, enabling it
+// again if it already fired.
+func (d Dialect) ExtendDeadman(after time.Duration) Statement {
+	return stmt(fmt.Sprintf("ALTER EVENT %s.%s %s", DeadmanSchema, DeadmanEvent, deadmanSchedule(after)))
+}

@@ -92,6 +92,11 @@ func TestDialectStatements(t *testing.T) {
 			[]string{"SELECT PLUGIN_STATUS FROM information_schema.PLUGINS WHERE PLUGIN_NAME = ?",
 				"INSTALL PLUGIN rpl_semi_sync_source SONAME 'semisync_source.so'", "INSTALL PLUGIN rpl_semi_sync_replica SONAME 'semisync_replica.so'"},
 			nil},
+		{"dead-man switch", func(d Dialect) []string {
+			return sqls(d.EventScheduler(), d.EnableEventScheduler(), d.DeadmanSession(), d.ExtendDeadman(2500*time.Millisecond),
+				d.CreateDeadmanSchema(), d.CreateDeadman(2500*time.Millisecond), d.RestoreSession())
+		},
+			deadmanSQL("SET GLOBAL super_read_only = ON"), deadmanSQL("SET GLOBAL super_read_only = ON"), deadmanSQL("SET GLOBAL read_only = ON")},
 		{"show variables", func(d Dialect) []string { return sqls(d.ShowVariables(), d.ShowStatus()) },
 			[]string{"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only', 'server_id', 'version', 'log_bin', 'pid_file', 'log_replica_updates', " +
 				"'super_read_only', 'server_uuid', 'gtid_executed', 'rpl_semi_sync_source_enabled', 'rpl_semi_sync_source_timeout', " +
@@ -119,6 +124,21 @@ func TestDialectStatements(t *testing.T) {
 				t.Errorf("%s/%s:\n got  %q\n want %q", c.name, f.name, got, f.want)
 			}
 		}
+	}
+}
+
+// deadmanSQL is what arming the dead-man switch runs, for 2.5 s, with fence
+// as the event's body.
+func deadmanSQL(fence string) []string {
+	at := "ON SCHEDULE AT CURRENT_TIMESTAMP(6) + INTERVAL 2500000 MICROSECOND ON COMPLETION PRESERVE ENABLE"
+	return []string{
+		"SELECT @@global.event_scheduler",
+		"SET GLOBAL event_scheduler = ON",
+		"SET SESSION sql_log_bin = 0, time_zone = '+00:00'",
+		"ALTER EVENT mysqlha.deadman " + at,
+		"CREATE DATABASE IF NOT EXISTS mysqlha",
+		"CREATE EVENT IF NOT EXISTS mysqlha.deadman " + at + " DO " + fence,
+		"SET SESSION sql_log_bin = 1, time_zone = DEFAULT",
 	}
 }
 

@@ -630,3 +630,113 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("replica status %+v %v", st.Replica, err)
 	}
 }
+
+// TestDeadmanSwitch proves the dead-man switch on a real server: armed and
+// left alone, the server fences itself, without any client; pushed back in
+// time, it stays writable; and none of it reaches the binary log, hence no
+// replica.
+func TestDeadmanSwitch(t *testing.T) {
+	servers := mysqltest.Start(t, 2)
+	primary, replica := connect(t, servers[0]), connect(t, servers[1])
+	ctx := ctxT(t, 60*time.Second)
+	if err := replica.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.ReplicateFrom(ctx, sourceOf(servers[0])); err != nil {
+		t.Fatal(err)
+	}
+	root := servers[0].RootDB(t)
+	readOnly := func() bool {
+		t.Helper()
+		var ro bool
+		if err := root.QueryRow("SELECT @@global.read_only").Scan(&ro); err != nil {
+			t.Fatal(err)
+		}
+		return ro
+	}
+	binlogPos := func() string {
+		t.Helper()
+		var pos string
+		if err := root.QueryRow("SELECT @@global.gtid_binlog_pos").Scan(&pos); err != nil {
+			t.Fatal(err)
+		}
+		return pos
+	}
+	app := servers[0].DB(t, mysqltest.AppUser, mysqltest.AppPassword)
+	mustExec(t, app, "CREATE TABLE app.t (id INT PRIMARY KEY)")
+	before := binlogPos()
+
+	t.Run("extended stays writable", func(t *testing.T) {
+		// The server keeps whole seconds, so 1.5 s fires 0.5 to 1.5 s
+		// later: pushed back every 200 ms for 4 s, it never fires.
+		for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			if err := primary.ArmDeadman(ctx, 1500*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if readOnly() {
+				t.Fatal("the server fenced itself although the dead-man switch was pushed back in time")
+			}
+		}
+	})
+
+	t.Run("left alone fences", func(t *testing.T) {
+		if readOnly() {
+			t.Fatal("precondition: the server should be writable")
+		}
+		armed := time.Now()
+		if err := primary.ArmDeadman(ctx, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for !readOnly() {
+			if time.Since(armed) > 2500*time.Millisecond {
+				t.Fatal("armed for 1 s and not pushed back, the server is still writable after 2.5 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Logf("read-only %v after arming for 1 s", time.Since(armed).Round(time.Millisecond))
+		if _, err := app.Exec("INSERT INTO app.t VALUES (1)"); err == nil {
+			t.Fatal("the application still writes after the dead-man switch fired")
+		}
+	})
+
+	t.Run("re-armed after firing", func(t *testing.T) {
+		if err := primary.Unfence(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := primary.ArmDeadman(ctx, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for !readOnly() {
+			if time.Now().After(deadline) {
+				t.Fatal("the dead-man switch, armed again after it fired, did not fire again")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+
+	if after := binlogPos(); after != before {
+		t.Errorf("the dead-man switch reached the binary log: gtid_binlog_pos %q, then %q", before, after)
+	}
+	var events int
+	if err := servers[1].RootDB(t).QueryRow("SELECT COUNT(*) FROM information_schema.EVENTS").Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 0 {
+		t.Errorf("the replica has %d events: the dead-man switch was replicated", events)
+	}
+	if err := primary.ArmDeadman(ctx, 500*time.Millisecond); !errors.Is(err, mysqlctl.ErrInvalidConfig) {
+		t.Errorf("arming for 500 ms: %v, want ErrInvalidConfig (the server keeps whole seconds)", err)
+	}
+}
+
+// TestDeadmanNeedsEventScheduler: a server that runs no events cannot be
+// armed, and says so with ErrNoEventScheduler.
+func TestDeadmanNeedsEventScheduler(t *testing.T) {
+	s := mysqltest.Start(t, 1, mysqltest.Options{ExtraArgs: []string{"--event-scheduler=DISABLED"}})[0]
+	err := connect(t, s).ArmDeadman(ctxT(t, 10*time.Second), time.Second)
+	if !errors.Is(err, mysqlctl.ErrNoEventScheduler) {
+		t.Fatalf("arming with event_scheduler=DISABLED: %v, want ErrNoEventScheduler", err)
+	}
+	t.Log(err)
+}

@@ -195,24 +195,41 @@ func (o *options) finish(fs *flag.FlagSet, b dcs.Config) (*options, error) {
 }
 
 func run(args []string) error {
-	o, err := parseFlags(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
+	o := &options{}
+	b := dcs.DefaultConfig()
+	fs := defineFlags(o, &b)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
-	log, err := newLogger(o.logLevel)
-	if err != nil {
-		return err
+	log, logErr := newLogger(o.logLevel)
+	if logErr != nil {
+		log, _ = newLogger("info")
 	}
 	defer log.Sync()
 	log = log.With(zap.String("cluster", o.cfg.Cluster), zap.String("member", o.cfg.Name))
-	routeKlog(log)
-	defer klog.ClearLogger()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+
+	// The first act, before any step that can fail: an agent that cannot
+	// start must not leave its mysqld writable (agent.FenceAtStart).
+	mysqlTLS, tlsErr := o.mysqlTLSConfig()
+	agent.FenceAtStart(ctx, o.dialer(mysqlTLS, b.RetryTimeout), o.localAddr, o.dialTimeout+b.RetryTimeout, log.Named("agent"))
+	if logErr != nil {
+		return logErr
+	}
+	if tlsErr != nil {
+		return tlsErr
+	}
+	o, err := o.finish(fs, b)
+	if err != nil {
+		return err
+	}
+	routeKlog(log)
+	defer klog.ClearLogger()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -224,17 +241,7 @@ func run(args []string) error {
 	}
 	defer closeDCS()
 
-	mysqlTLS, err := o.mysqlTLSConfig()
-	if err != nil {
-		return err
-	}
-	dial := func(ctx context.Context, addr string) (agent.Database, error) {
-		return mysqlctl.Connect(ctx, mysqlctl.Config{
-			Addr: addr, User: o.user, PasswordFile: o.pwFile, DialTimeout: o.dialTimeout,
-			ReadTimeout: 2 * o.cfg.Bootstrap.RetryTimeout, WriteTimeout: 2 * o.cfg.Bootstrap.RetryTimeout,
-			ReplicationUsers: []string{o.cfg.ReplicationUser}, TLS: mysqlTLS,
-		})
-	}
+	dial := o.dialer(mysqlTLS, o.cfg.Bootstrap.RetryTimeout)
 	serverTLS, err := o.apiTLS.Server()
 	if err != nil {
 		return err
@@ -277,6 +284,17 @@ func run(args []string) error {
 	log.Info("agent started", zap.String("api", ln.Addr().String()), zap.String("dcs", o.dcsKind),
 		zap.String("version", version.Get()))
 	return a.Run(ctx)
+}
+
+// dialer connects to a mysqld as the agent's user; mysqlTLS may be nil.
+func (o *options) dialer(mysqlTLS *tls.Config, retryTimeout time.Duration) agent.Dialer {
+	return func(ctx context.Context, addr string) (agent.Database, error) {
+		return mysqlctl.Connect(ctx, mysqlctl.Config{
+			Addr: addr, User: o.user, PasswordFile: o.pwFile, DialTimeout: o.dialTimeout,
+			ReadTimeout: 2 * retryTimeout, WriteTimeout: 2 * retryTimeout,
+			ReplicationUsers: []string{o.cfg.ReplicationUser}, TLS: mysqlTLS,
+		})
+	}
 }
 
 // mysqlTLSConfig is the TLS of the agent's mysqld connections; nil

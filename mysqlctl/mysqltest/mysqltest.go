@@ -59,9 +59,17 @@ const (
 const AgentGrants = "SELECT, RELOAD, PROCESS, REPLICATION SLAVE, BINLOG MONITOR, BINLOG ADMIN, " +
 	"REPLICATION MASTER ADMIN, REPLICATION SLAVE ADMIN, SLAVE MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, SHUTDOWN"
 
+// AgentSchemaGrants are the agent's privileges on its own schema,
+// AgentSchema, where it keeps the dead-man switch (an event).
+const AgentSchemaGrants = "CREATE, EVENT"
+
+// AgentSchema is the agent's schema (mysqlctl.DeadmanSchema).
+const AgentSchema = "mysqlha"
+
 var setupSQL = []string{
 	"CREATE USER '" + AgentUser + "'@'%' IDENTIFIED BY '" + AgentPassword + "'",
 	"GRANT " + AgentGrants + " ON *.* TO '" + AgentUser + "'@'%'",
+	"GRANT " + AgentSchemaGrants + " ON " + AgentSchema + ".* TO '" + AgentUser + "'@'%'",
 	"CREATE USER '" + ReplUser + "'@'%' IDENTIFIED BY '" + ReplPassword + "'",
 	"GRANT REPLICATION SLAVE ON *.* TO '" + ReplUser + "'@'%'",
 	"CREATE DATABASE " + AppDatabase,
@@ -83,9 +91,10 @@ func envOr(key, fallback string) string {
 }
 
 // serverFlags are shared by the template and every server: small memory,
-// GTID replication as the agent requires it.
+// GTID replication and the event scheduler (the dead-man switch) as the
+// agent requires them.
 var serverFlags = []string{
-	"--no-defaults", "--user=root", "--skip-name-resolve", "--performance-schema=OFF",
+	"--no-defaults", "--user=root", "--skip-name-resolve", "--performance-schema=OFF", "--event-scheduler=ON",
 	"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=8M", "--max-connections=200",
 }
 

@@ -85,6 +85,7 @@ mysqlha_create_users() {
 		CREATE USER IF NOT EXISTS '$agent_user'@'%' IDENTIFIED BY '$q_agent';
 		ALTER USER '$agent_user'@'%' IDENTIFIED BY '$q_agent';
 		GRANT $agent_grants ON *.* TO '$agent_user'@'%';
+		GRANT CREATE, EVENT ON mysqlha.* TO '$agent_user'@'%';
 		CREATE USER IF NOT EXISTS '$repl_user'@'%' IDENTIFIED BY '$q_repl';
 		ALTER USER '$repl_user'@'%' IDENTIFIED BY '$q_repl';
 		GRANT REPLICATION SLAVE ON *.* TO '$repl_user'@'%';

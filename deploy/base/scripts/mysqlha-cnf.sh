@@ -82,7 +82,12 @@ binlog_expire_logs_seconds = $expire
 # Durable commits: an acknowledged transaction survives a crash of the pod,
 # so a promoted replica never lacks what the old source acknowledged.
 sync_binlog = 1
-innodb_flush_log_at_trx_commit = 1"
+innodb_flush_log_at_trx_commit = 1
+# The dead-man switch (an event the agent keeps pushing back) fences this
+# server at the lock deadline when its agent is dead; the agent refuses to
+# make a server without a running event scheduler writable. MariaDB's
+# default is OFF, and switching it on at run time needs SUPER.
+event_scheduler = ON"
 
 case ${MYSQLHA_FLAVOR:-mariadb} in
 mariadb)

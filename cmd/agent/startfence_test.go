@@ -1,0 +1,54 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+)
+
+// An agent whose start-up fails after flag parsing (here: an etcd CA file
+// that does not exist, as a broken Secret mount leaves it) must still have
+// fenced its mysqld: it fences first, before any step that can fail. Real
+// MariaDB, started writable.
+func TestStartupFailureLeavesMySQLFenced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MariaDB")
+	}
+	s := mysqltest.Start(t, 1)[0]
+	root := s.RootDB(t)
+	if _, err := root.Exec("SET GLOBAL read_only = OFF"); err != nil {
+		t.Fatal(err)
+	}
+	err := run([]string{
+		"--cluster=c", "--name=db1", "--dcs=etcd", "--etcd-endpoints=https://127.0.0.1:1",
+		"--etcd-cacert=" + filepath.Join(t.TempDir(), "missing-ca.pem"),
+		"--mysql-local-addr=" + s.Addr(), "--mysql-user=" + mysqltest.AgentUser,
+		"--mysql-password-file=" + s.PasswordFile(t, mysqltest.AgentPassword),
+		"--listen=127.0.0.1:0", "--log-level=error",
+	})
+	if err == nil || !strings.Contains(err.Error(), "missing-ca.pem") {
+		t.Fatalf("run with a missing etcd CA file: %v, want an error naming it", err)
+	}
+	var ro bool
+	if err := root.QueryRow("SELECT @@global.read_only").Scan(&ro); err != nil {
+		t.Fatal(err)
+	}
+	if !ro {
+		t.Fatal("the agent failed to start and left its mysqld writable")
+	}
+}
+
+// A mysqld that is down at start-up does not stop the agent from going on
+// (here to the same failure): a down server takes no writes.
+func TestStartupFenceToleratesDownMySQL(t *testing.T) {
+	err := run([]string{
+		"--cluster=c", "--name=db1", "--dcs=etcd", "--etcd-endpoints=https://127.0.0.1:1",
+		"--etcd-cacert=" + filepath.Join(t.TempDir(), "missing-ca.pem"),
+		"--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error",
+	})
+	if err == nil || !strings.Contains(err.Error(), "missing-ca.pem") {
+		t.Fatalf("run with mysqld down: %v, want the DCS error, not a fencing one", err)
+	}
+}
