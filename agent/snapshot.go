@@ -184,6 +184,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 			continue
 		}
 		fm := toCandidate(m, live, wantPeers)
+		fm.Rebuilding = fm.Rebuilding || cl.ReinitPending(m.Name)
 		if p, ok := o.peers[m.Name]; ok {
 			fm.Observed, fm.Reachable, fm.Down = true, p.reachable, p.down
 			if p.reachable {
