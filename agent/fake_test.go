@@ -51,6 +51,8 @@ type fakeDB struct {
 	noSemiSyncReplica bool
 	// noBinlog: started without log_bin, so it cannot serve as a source.
 	noBinlog bool
+	// fenceCalls counts Fence calls, failed ones too.
+	fenceCalls int
 }
 
 // errTimedOut is what a call that ran into its deadline returns.
@@ -250,6 +252,20 @@ func (d *fakeDB) isReadOnly() bool {
 	return d.readOnly
 }
 
+// setFault sets a fault under the lock, for tests that run the watchdog
+// goroutine.
+func (d *fakeDB) setFault(fault *error, err error) {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	*fault = err
+}
+
+func (d *fakeDB) fences() int {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	return d.fenceCalls
+}
+
 func (d *fakeDB) faultOf(err *error) error {
 	d.c.mu.Lock()
 	defer d.c.mu.Unlock()
@@ -257,6 +273,9 @@ func (d *fakeDB) faultOf(err *error) error {
 }
 
 func (d *fakeDB) Fence(context.Context) error {
+	d.c.mu.Lock()
+	d.fenceCalls++
+	d.c.mu.Unlock()
 	if err := d.fail(&d.fenceErr, func() { d.readOnly = true }); err != nil {
 		return err
 	}
