@@ -113,7 +113,9 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		}
 	} else {
 		a.leaderlessSince = time.Time{}
-		a.lastLeader = s.Leader
+		if s.Leader != dcs.UnknownHolder {
+			a.lastLeader = s.Leader
+		}
 	}
 	s.LeaderlessSince = a.leaderlessSince
 	if f := a.failoverFrom; f != nil {
