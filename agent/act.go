@@ -37,20 +37,18 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 		}
 		return a.bootstrap(ctx, o.cl)
 	case failover.Acquire:
-		from := a.lastLeader
-		if o.cl.Leader != nil && o.cl.Leader.Holder != dcs.UnknownHolder {
-			from = o.cl.Leader.Holder
-		}
-		if from == a.self.Name {
-			from = ""
-		}
+		from, why := a.lostLeader(o.cl)
 		detected := a.leaderlessSince
 		if !a.acquire(ctx) {
 			return false
 		}
-		a.failoverFrom = &failoverStart{from: from, detected: detected, acquired: a.clock.Now()}
+		a.failoverFrom = &failoverStart{from: from, detected: detected, acquired: a.clock.Now(), reason: why}
 		a.metrics.Failovers.Inc()
-		a.labeler.Event(ctx, a.self.Name, eventNormal, "LeaderLost", fmt.Sprintf("took the lock from lost leader %q: %s", from, action.Reason))
+		took := fmt.Sprintf("took the lock from lost leader %q", from)
+		if why != "" {
+			took = "took the lock: " + why
+		}
+		a.labeler.Event(ctx, a.self.Name, eventNormal, "LeaderLost", took+": "+action.Reason)
 		return true
 	case failover.TakeOver:
 		return a.takeOver(ctx, o.cl, action)
@@ -86,4 +84,31 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 	case failover.Idle, failover.WaitForBetter:
 	}
 	return false
+}
+
+// lostLeader names the leader an acquisition takes the lock from (for the
+// history, and as the promotion's former leader, whose data is no
+// candidate's), and why the lock was free when that is more than the loss
+// of the leader named ("" then). The lock's holder, or,
+// when the lock is gone (an etcd key vanishes with its lease) or unreadable
+// (dcs.UnknownHolder, which is no member), the last holder we read; "" when
+// that is ourselves or nobody.
+func (a *Agent) lostLeader(cl *dcs.Cluster) (from, why string) {
+	from = a.lastLeader
+	unreadable := cl.Leader != nil && cl.Leader.Holder == dcs.UnknownHolder
+	if cl.Leader != nil && !unreadable {
+		from = cl.Leader.Holder
+	}
+	if from == a.self.Name {
+		from = ""
+	}
+	switch {
+	case unreadable && from != "":
+		return from, "leader lost; its lock record was unreadable, and the last leader it named was " + from
+	case unreadable:
+		return from, "leader lost; its lock record was unreadable, and no earlier leader was seen"
+	case from == "":
+		return "", "leader lost"
+	}
+	return from, ""
 }

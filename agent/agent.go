@@ -66,8 +66,9 @@ type Agent struct {
 	clusterConfig   dcs.Config
 	lastRenewStart  time.Time
 	leaderlessSince time.Time
-	// lastLeader is the last holder seen with a valid lock, for history:
-	// an etcd leader key vanishes with its lease, taking the name along.
+	// lastLeader is the last holder seen with a valid, readable lock, for
+	// history: an etcd leader key vanishes with its lease, taking the name
+	// along, and an unreadable lock names no member (dcs.UnknownHolder).
 	lastLeader string
 	role       dcs.Role
 	lastAction failover.Kind
@@ -146,6 +147,15 @@ type failoverStart struct {
 	from     string
 	detected time.Time // when we first saw no valid leader
 	acquired time.Time
+	reason   string // for the history; "" for the plain "leader lost"
+}
+
+// historyReason is the reason its history entry gives.
+func (f *failoverStart) historyReason() string {
+	if f.reason == "" {
+		return "leader lost"
+	}
+	return f.reason
 }
 
 // New checks cfg and builds an agent. It does not touch the network.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -60,12 +61,28 @@ func (a *Agent) setDeadline(d time.Time) {
 	}
 }
 
+// Backoff between the watchdog's fence attempts: short at first, so a
+// fence that fails fast (a dropped connection, a refused login) is retried
+// within the retry_timeout left before the deadline; doubling to a cap, so a
+// mysqld that keeps failing is not hammered.
+const (
+	watchdogRetryMin = 50 * time.Millisecond
+	watchdogRetryMax = time.Second
+)
+
 // watchdog fences mysqld when the deadline passes, even while the loop is
 // stuck in a slow call. It uses its own connection, so a loop holding every
-// pooled connection cannot block it.
+// pooled connection cannot block it. A failed fence is retried with
+// backoff until one holds or the deadline is renewed or cleared, also past
+// the deadline: a leader that may still be writable never stops trying.
 func (a *Agent) watchdog(ctx context.Context) {
 	var timer clock.Timer
 	var fire <-chan time.Time
+	arm := func(d time.Duration) {
+		timer = a.clock.NewTimer(d)
+		fire = timer.C()
+	}
+	var retry time.Duration // the backoff after the last failed fence; 0 when none failed
 	for {
 		select {
 		case <-ctx.Done():
@@ -82,33 +99,43 @@ func (a *Agent) watchdog(ctx context.Context) {
 		}
 		deadline := a.currentDeadline()
 		if deadline.IsZero() {
+			retry = 0
 			continue
 		}
 		if wait := a.fenceTrigger(deadline).Sub(a.clock.Now()); wait > 0 {
-			timer = a.clock.NewTimer(wait)
-			fire = timer.C()
+			retry = 0
+			arm(wait)
 			continue
 		}
-		a.watchdogFence(ctx)
+		if retry == 0 {
+			a.metrics.fenced(fenceKindSelfDeadline)
+			a.log.Warn("lock deadline passed without a renewal: fencing mysqld")
+		}
+		err := a.watchdogFence(ctx)
+		if err == nil || ctx.Err() != nil {
+			retry = 0
+			continue
+		}
+		retry = min(max(2*retry, watchdogRetryMin), watchdogRetryMax)
+		a.log.Error("watchdog fence failed; retrying", zap.Duration("retry_in", retry),
+			zap.Duration("past_deadline", max(0, a.clock.Since(deadline))), zap.Error(err))
+		arm(retry)
 	}
 }
 
-func (a *Agent) watchdogFence(ctx context.Context) {
-	a.metrics.fenced(fenceKindSelfDeadline)
-	a.log.Warn("lock deadline passed without a renewal: fencing mysqld")
+// watchdogFence fences the local mysqld once, then clears the deadline.
+func (a *Agent) watchdogFence(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, a.config().RetryTimeout)
 	defer cancel()
 	db, err := a.dial(cctx, a.local)
 	if err != nil {
-		a.log.Error("watchdog cannot reach mysqld to fence it", zap.Error(err))
-		return
+		return fmt.Errorf("connecting to the local mysqld to fence it: %w", err)
 	}
 	defer closeDB(db)
 	// The fence shares the dial's bound, so it ends by the deadline; the
 	// kill of idle sessions that follows may take a retry_timeout of its own.
 	if err := db.Fence(cctx); err != nil {
-		a.log.Error("watchdog fence failed", zap.Error(err))
-		return
+		return fmt.Errorf("fencing the local mysqld: %w", err)
 	}
 	kctx, kcancel := context.WithTimeout(ctx, a.config().RetryTimeout)
 	defer kcancel()
@@ -121,4 +148,5 @@ func (a *Agent) watchdogFence(ctx context.Context) {
 		a.deadline = time.Time{}
 	}
 	a.deadlineMu.Unlock()
+	return nil
 }

@@ -57,6 +57,8 @@ type fakeDB struct {
 	deadmanErr   error
 	deadmanArms  int
 	deadmanAfter time.Duration
+	// fenceCalls counts Fence calls, failed ones too.
+	fenceCalls int
 }
 
 // errTimedOut is what a call that ran into its deadline returns.
@@ -256,6 +258,20 @@ func (d *fakeDB) isReadOnly() bool {
 	return d.readOnly
 }
 
+// setFault sets a fault under the lock, for tests that run the watchdog
+// goroutine.
+func (d *fakeDB) setFault(fault *error, err error) {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	*fault = err
+}
+
+func (d *fakeDB) fences() int {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	return d.fenceCalls
+}
+
 func (d *fakeDB) faultOf(err *error) error {
 	d.c.mu.Lock()
 	defer d.c.mu.Unlock()
@@ -263,6 +279,9 @@ func (d *fakeDB) faultOf(err *error) error {
 }
 
 func (d *fakeDB) Fence(context.Context) error {
+	d.c.mu.Lock()
+	d.fenceCalls++
+	d.c.mu.Unlock()
 	if err := d.fail(&d.fenceErr, func() { d.readOnly = true }); err != nil {
 		return err
 	}

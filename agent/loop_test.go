@@ -42,6 +42,8 @@ type fakeLabels struct {
 	mu     sync.Mutex
 	roles  map[string]dcs.Role
 	events []string
+	// messages are the events' texts, as "pod:reason: message".
+	messages []string
 }
 
 func (f *fakeLabels) SetRole(_ context.Context, pod string, r dcs.Role) error {
@@ -60,10 +62,11 @@ func (f *fakeLabels) RemovePrimary(_ context.Context, pod string) error {
 	return nil
 }
 
-func (f *fakeLabels) Event(_ context.Context, pod, _, reason, _ string) {
+func (f *fakeLabels) Event(_ context.Context, pod, _, reason, message string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, pod+":"+reason)
+	f.messages = append(f.messages, pod+":"+reason+": "+message)
 }
 
 func (f *fakeLabels) role(pod string) dcs.Role {

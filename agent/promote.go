@@ -322,7 +322,7 @@ func (a *Agent) recordFailover(ctx context.Context, writable time.Time) {
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	err := a.store.AppendHistory(cctx, dcs.HistoryEntry{Kind: dcs.HistoryFailover, From: f.from, To: a.self.Name,
-		At: writable, Reason: "leader lost"})
+		At: writable, Reason: f.historyReason()})
 	if err != nil {
 		a.log.Warn("appending history failed", zap.Error(err))
 	}

@@ -109,7 +109,9 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		}
 	} else {
 		a.leaderlessSince = time.Time{}
-		a.lastLeader = s.Leader
+		if s.Leader != dcs.UnknownHolder {
+			a.lastLeader = s.Leader
+		}
 	}
 	s.LeaderlessSince = a.leaderlessSince
 	a.lag = a.lag.leader(liveLeaderOther(cl, a.self.Name), leaderLastAlive(cl.Leader, a.clusterConfig.TTL, now), now)
@@ -186,6 +188,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 			continue
 		}
 		fm := toCandidate(m, live, wantPeers)
+		fm.Rebuilding = fm.Rebuilding || cl.ReinitPending(m.Name)
 		if p, ok := o.peers[m.Name]; ok {
 			fm.Observed, fm.Reachable, fm.Down = true, p.reachable, p.down
 			if p.reachable {

@@ -206,6 +206,11 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	if maxLag := a.clusterConfig.MaximumLagOnFailover; maxLag > 0 && lag != nil && *lag > maxLag {
 		m.Tags[failover.TagLagging] = "over " + maxLag.String()
 	}
+	if run := a.rebuild; run != nil {
+		// Also after the request is cleared, while a rebuild past its
+		// point of no return finishes: nobody may hand over to us.
+		m.Tags[failover.TagRebuilding] = "from " + run.donor
+	}
 	if ss := st.SemiSync; ss != nil && ss.Async {
 		m.Tags[failover.TagAsync] = "streams without acknowledging"
 	}

@@ -166,13 +166,15 @@ func unknownMember(cl *dcs.Cluster, name string) error {
 }
 
 // candidate is the named member as failover judges it from its record
-// alone, or an ExitUnknownMember error listing the members.
+// and a pending reinit request, or an ExitUnknownMember error listing the members.
 func candidate(cl *dcs.Cluster, name string) (failover.Member, error) {
 	m, ok := cl.Member(name)
 	if !ok {
 		return failover.Member{}, unknownMember(cl, name)
 	}
-	return failover.FromRecord(m), nil
+	fm := failover.FromRecord(m)
+	fm.Rebuilding = fm.Rebuilding || cl.ReinitPending(name)
+	return fm, nil
 }
 
 func (c *CLI) confirm(question string) error {

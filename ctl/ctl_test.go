@@ -339,3 +339,23 @@ func TestStatusShowsAReceiverThatIsNotReceiving(t *testing.T) {
 		}
 	}
 }
+
+// agentctl refuses to hand the lock to a member being rebuilt, whether a
+// reinit request is pending for it or its record says so.
+func TestSwitchoverToARebuildingMemberIsRefused(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.cli.Store.RequestReinit(ctx, dcs.Reinit{Member: "db2", Donor: "db3"}); err != nil {
+		t.Fatal(err)
+	}
+	err := f.cli.Switchover(ctx, SwitchoverOptions{To: "db2", Force: true})
+	exitCode(t, err, ExitUnhealthy)
+	if !strings.Contains(err.Error(), "being rebuilt") {
+		t.Fatalf("refusal does not say why: %v", err)
+	}
+	f.stores["agentctl"].ClearReinit(ctx, mustCluster(t, f).Reinit.Version)
+	rec, _ := mustCluster(t, f).Member("db3")
+	rec.Tags = map[string]string{failover.TagRebuilding: "from db2"}
+	f.stores["db3"].UpdateMember(ctx, rec)
+	exitCode(t, f.cli.Switchover(ctx, SwitchoverOptions{To: "db3", Force: true}), ExitUnhealthy)
+}

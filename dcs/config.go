@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // SemiSyncMode selects how the primary waits for replicas.
@@ -157,6 +159,24 @@ func ValidateTTL(d time.Duration) error {
 	return nil
 }
 
+// quoteMax bounds how much of a value an error message quotes.
+const quoteMax = 64
+
+// QuoteCut quotes s for an error message or a log field, cut to its first
+// 64 bytes (on a rune boundary) followed by its length when longer: a
+// value read from a record anyone may write (a Lease's holderIdentity) can
+// be kilobytes, and an error about it is logged every loop.
+func QuoteCut(s string) string {
+	if len(s) <= quoteMax {
+		return strconv.Quote(s)
+	}
+	cut := s[:quoteMax]
+	for len(cut) > 0 && !utf8.ValidString(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(cut), len(s))
+}
+
 // nameRE is an RFC 1123 label: it fits Kubernetes object names and etcd key
 // segments alike, and cannot collide with UnknownHolder.
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -169,8 +189,8 @@ const MaxNameLen = 63
 // and '-', starting and ending with a letter or digit, at most MaxNameLen.
 func ValidateName(kind, name string) error {
 	if len(name) > MaxNameLen || !nameRE.MatchString(name) {
-		return fmt.Errorf("%w: %s name %q must be lower-case letters, digits and '-', start and end with a letter or digit, at most %d characters",
-			ErrInvalid, kind, name, MaxNameLen)
+		return fmt.Errorf("%w: %s name %s must be lower-case letters, digits and '-', start and end with a letter or digit, at most %d characters",
+			ErrInvalid, kind, QuoteCut(name), MaxNameLen)
 	}
 	return nil
 }
@@ -187,8 +207,8 @@ var instanceRE = regexp.MustCompile(`^[a-z0-9-]+$`)
 // lower-case letters, digits and '-'.
 func ValidateInstance(instance string) error {
 	if len(instance) > MaxInstanceLen || !instanceRE.MatchString(instance) {
-		return fmt.Errorf("%w: agent instance id %q must be 1 to %d lower-case letters, digits and '-', "+
-			"such as the 16 hex characters NewInstance draws", ErrInvalid, instance, MaxInstanceLen)
+		return fmt.Errorf("%w: agent instance id %s must be 1 to %d lower-case letters, digits and '-', "+
+			"such as the 16 hex characters NewInstance draws", ErrInvalid, QuoteCut(instance), MaxInstanceLen)
 	}
 	return nil
 }

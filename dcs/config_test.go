@@ -158,3 +158,18 @@ func TestEnumsRoundTrip(t *testing.T) {
 		t.Error("out-of-range enums must be invalid and print their number")
 	}
 }
+
+// An invalid name comes from a record anyone may write (a Lease's
+// holderIdentity): its error, logged every loop, quotes only its start.
+func TestValidateNameCutsAHugeName(t *testing.T) {
+	huge := strings.Repeat("x", 10<<10)
+	for _, err := range []error{dcs.ValidateName("holder", huge), dcs.ValidateInstance(huge)} {
+		if err == nil || len(err.Error()) > 400 || !strings.Contains(err.Error(), `"`+strings.Repeat("x", 64)+`"...`) ||
+			!strings.Contains(err.Error(), "(10240 bytes)") {
+			t.Errorf("error quotes more than the first 64 bytes, or not its length (%d bytes): %.300s", len(err.Error()), err)
+		}
+	}
+	if err := dcs.ValidateName("member", "Db1"); err == nil || !strings.Contains(err.Error(), `"Db1"`) {
+		t.Errorf("a short invalid name is quoted whole: %v", err)
+	}
+}

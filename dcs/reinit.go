@@ -55,6 +55,12 @@ func (c *Cluster) ReinitDonor(target, donor string) (Member, error) {
 	return Member{}, fmt.Errorf("%w for %s: no streaming replica and no live leader", ErrNoDonor, target)
 }
 
+// ReinitPending reports whether a readable reinit request names member:
+// its data is about to be replaced, so it must not be chosen to lead.
+func (c *Cluster) ReinitPending(member string) bool {
+	return c.Reinit != nil && c.Reinit.Err == nil && c.Reinit.Member == member
+}
+
 func (c *Cluster) holds(name string) bool {
 	return c.Leader != nil && !c.Leader.Expired && c.Leader.Holder == name
 }

@@ -127,7 +127,7 @@ func ParseRole(s string) (Role, error) {
 			return Role(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown role %q (want one of %v)", ErrInvalid, s, roleNames)
+	return 0, fmt.Errorf("%w: unknown role %s (want one of %v)", ErrInvalid, QuoteCut(s), roleNames)
 }
 
 // ReplicationState is the state of a member's replication threads.
@@ -165,7 +165,7 @@ func ParseReplicationState(s string) (ReplicationState, error) {
 			return ReplicationState(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown replication state %q (want one of %v)", ErrInvalid, s, replicationNames)
+	return 0, fmt.Errorf("%w: unknown replication state %s (want one of %v)", ErrInvalid, QuoteCut(s), replicationNames)
 }
 
 // ReceiverState is the state of a replica's receiver (MySQL's IO thread),
@@ -298,7 +298,7 @@ func ParseHistoryKind(s string) (HistoryKind, error) {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown history kind %q (want failover, switchover, config or reinit)", ErrInvalid, s)
+	return 0, fmt.Errorf("%w: unknown history kind %s (want failover, switchover, config or reinit)", ErrInvalid, QuoteCut(s))
 }
 
 // MaxHistory bounds the stored history; AppendHistory drops the oldest.

@@ -81,6 +81,7 @@ func (b *snap) local(source string) *snap {
 }
 func (b *snap) lossless() *snap { b.s.Rules.Lossless = true; return b }
 func async(m *Member)           { m.Async = true }
+func rebuilding(m *Member)      { m.Rebuilding = true }
 func (b *snap) with(name string, f func(*Member)) *snap {
 	for i := range b.s.Members {
 		if b.s.Members[i].Name == name {
@@ -169,6 +170,20 @@ func TestDecide(t *testing.T) {
 		{"errant better member is passed over", cluster().expired().me("db3").gtid("db2", "0-1-150").with("db2", func(m *Member) { m.Errant = true }), Acquire, "", false, "best"},
 		{"misconfigured better member is passed over", cluster().expired().me("db3").gtid("db2", "0-1-150").with("db2", func(m *Member) { m.Misconfigured = "log_bin is OFF" }), Acquire, "", false, "best"},
 		{"misconfigured member does not race", cluster().expired().with("db2", func(m *Member) { m.Misconfigured = "log_bin is OFF" }), Idle, "", false, "could not serve replicas: log_bin is OFF"},
+
+		// A member being rebuilt (agentctl reinit): its data is about to be
+		// replaced, so it is nobody's successor.
+		{"rebuilding member does not race", cluster().expired().with("db2", rebuilding), Idle, "", false, "being rebuilt"},
+		{"rebuilding better member is passed over", cluster().expired().me("db3").gtid("db2", "0-1-150").with("db2", rebuilding), Acquire, "", false, "best"},
+		{"stopping leader does not hand over to a rebuilding replica", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().
+			gtid("db3", "0-1-99").with("db2", rebuilding), Switchover, "db3", false, "agent stopping"},
+		{"stopping leader whose only replica is rebuilding releases", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().
+			drop("db3").with("db2", rebuilding), ReleaseLock, "", false, "no replica"},
+		{"switchover to a rebuilding member is rejected", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("", "db2", 0).
+			with("db2", rebuilding), RejectSwitchover, "", false, "being rebuilt"},
+		{"switchover to the best replica passes over a rebuilding one", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("db1", "", 0).
+			gtid("db3", "0-1-99").with("db2", rebuilding), Switchover, "db3", false, "best replica"},
+		{"manual failover to a rebuilding member is refused", cluster().expired().switchover("", "db2", 0).with("db2", rebuilding), Idle, "", false, "being rebuilt"},
 
 		// nofailover tag.
 		{"nofailover member does not race", cluster().expired().with("db2", func(m *Member) { m.NoFailover = true }), Idle, "", false, "nofailover"},
@@ -490,6 +505,7 @@ func TestDecideTakeOver(t *testing.T) {
 		{"equal data: the tie-break picks db2", dead(), Action{Kind: TakeOver, Target: "db1"}},
 		{"another is better: keep following", dead().gtid("db3", "0-1-101"), Action{Kind: Follow, Target: "db1"}},
 		{"not eligible: keep following", dead().gtid("db2", "0-1-101").with("db2", async), Action{Kind: Follow, Target: "db1"}},
+		{"being rebuilt: keep following", dead().gtid("db2", "0-1-101").with("db2", rebuilding), Action{Kind: Follow, Target: "db1"}},
 		{"async mode never does", cluster().confirmedDead().gtid("db2", "0-1-101"), Action{Kind: Follow, Target: "db1"}},
 		{"not confirmed: follow", cluster().lossless().gtid("db2", "0-1-101"), Action{Kind: Follow, Target: "db1"}},
 		{"paused: follow", dead().paused().gtid("db2", "0-1-101"), Action{Kind: Idle}},

@@ -37,6 +37,10 @@ type Member struct {
 	// may lack acknowledged writes. Primary: its record says it was the
 	// primary.
 	Async, Primary bool
+	// Rebuilding: its data is being replaced from a donor's backup
+	// (agentctl reinit): a pending request names it, or its record carries
+	// TagRebuilding. Whatever it holds now is about to go.
+	Rebuilding bool
 	// Misconfigured names the server settings it lacks to serve as a
 	// source (mysqlctl.Status.SourceMisconfigured); "" when it has them.
 	Misconfigured string
@@ -73,12 +77,16 @@ const (
 	// acknowledgement that no replica can give (semi_sync strict never
 	// falls back): it says why writes hang.
 	TagStalled = "stalled"
+	// TagRebuilding names the donor while the member is rebuilt from its
+	// backup (agentctl reinit); it says so after the request is cleared,
+	// while a rebuild past its point of no return finishes.
+	TagRebuilding = "rebuilding"
 )
 
 // FromRecord is what a member's DCS record alone says of it: fresh unless
 // the store judged the record stale, healthy unless its role is unknown,
 // errant when TagErrant is set, asynchronous when TagAsync is,
-// misconfigured as TagMisconfigured says. The agent overlays what it learns live
+// rebuilding when TagRebuilding is, misconfigured as TagMisconfigured says. The agent overlays what it learns live
 // (HTTP status, probes); agentctl has only the record.
 func FromRecord(m dcs.Member) Member {
 	return Member{
@@ -86,5 +94,6 @@ func FromRecord(m dcs.Member) Member {
 		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
 		Errant: m.Tags[TagErrant] != "", ErrantGTIDs: m.Tags[TagErrant], Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
 		Async: m.Tags[TagAsync] != "", Primary: m.Role == dcs.RolePrimary, Misconfigured: m.Tags[TagMisconfigured],
+		Rebuilding: m.Tags[TagRebuilding] != "",
 	}
 }

@@ -42,6 +42,8 @@ func TestFromRecord(t *testing.T) {
 		{"errant tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagErrant: "0-3-5"} }),
 			wantWith(func(m *Member) { m.Errant, m.ErrantGTIDs = true, "0-3-5" })},
 		{"empty errant tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagErrant: ""} }), want},
+		{"rebuilding tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagRebuilding: "from db3"} }),
+			wantWith(func(m *Member) { m.Rebuilding = true })},
 		{"lagging tag alone changes nothing", with(func(m *dcs.Member) { m.Tags = map[string]string{TagLagging: "over 30s"} }), want},
 	} {
 		if got := FromRecord(tc.in); !reflect.DeepEqual(got, tc.want) {

@@ -22,6 +22,9 @@ type Rules struct {
 // Ineligibility says why a member may not take over; "" means it may.
 func Ineligibility(m Member, rules Rules) string {
 	switch {
+	case m.Rebuilding:
+		// First, since a rebuild also takes its mysqld down: say why.
+		return "it is being rebuilt (agentctl reinit)"
 	case !m.Fresh:
 		return "its status is stale"
 	case !m.Healthy:

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -19,9 +21,10 @@ var (
 	// ErrUnreachable: the server did not answer (refused, reset, timed out).
 	ErrUnreachable = errors.New("mysqlctl: server unreachable")
 	// ErrDown: nothing listens at the address (connection refused, no socket
-	// file), so no server process runs there and it can take no writes. It
-	// always comes with ErrUnreachable. A timeout is not ErrDown: a hung
-	// server may resume.
+	// file), so no server process runs there and it can take no writes; a
+	// connection that broke (reset, EOF) is ErrDown when a new connection
+	// attempt is then refused. It always comes with ErrUnreachable. A
+	// timeout is not ErrDown: a hung server may resume.
 	ErrDown = errors.New("mysqlctl: server down")
 	// ErrAccessDenied: the server rejected the credentials.
 	ErrAccessDenied = errors.New("mysqlctl: access denied")
@@ -77,6 +80,54 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	return err
+}
+
+// downProbeTimeout bounds the fresh connection attempt of classifyAt: a
+// refusal comes at once, and anything slower is not proof of a dead server.
+const downProbeTimeout = 500 * time.Millisecond
+
+// classifyAt is classify for an error from the server at addr. A
+// connection that broke in use (reset, EOF, invalid) does not say by itself
+// whether a server still runs there: it may have been killed (an agent
+// kills its hung mysqld), or a network hiccup cut the connection to a live
+// one. One fresh connection attempt tells them apart: refused, or no socket
+// file, is ErrDown, as for a dial. A timeout is never probed: a hung server
+// may resume.
+func classifyAt(addr string, err error) error {
+	c := classify(err)
+	if !brokenConn(err) || errors.Is(c, ErrDown) {
+		return c
+	}
+	network := "tcp"
+	if strings.HasPrefix(addr, "/") {
+		network = "unix"
+	}
+	// A dying server's listener resets the attempts queued on it as it
+	// closes: ask again, and a moment later it refuses.
+	for range 3 {
+		conn, derr := net.DialTimeout(network, addr, downProbeTimeout)
+		switch {
+		case derr == nil:
+			conn.Close()
+			return c
+		case errors.Is(derr, syscall.ECONNREFUSED) || errors.Is(derr, syscall.ENOENT):
+			return fmt.Errorf("%w: %w (then a new connection was refused: %w): %w", ErrUnreachable, ErrDown, derr, err)
+		case !errors.Is(derr, syscall.ECONNRESET):
+			return c
+		}
+	}
+	return c
+}
+
+// brokenConn reports whether err is a connection that broke while in use,
+// rather than one that timed out.
+func brokenConn(err error) bool {
+	var netErr net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
+		return false
+	}
+	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 func isNoSuchThread(err error) bool {

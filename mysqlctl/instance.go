@@ -129,7 +129,7 @@ func Connect(ctx context.Context, cfg Config) (*Instance, error) {
 	var raw string
 	if err := db.QueryRowContext(ctx, "SELECT @@version").Scan(&raw); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connecting to %s as %s: %w", cfg.Addr, cfg.User, classify(err))
+		return nil, fmt.Errorf("connecting to %s as %s: %w", cfg.Addr, cfg.User, classifyAt(cfg.Addr, err))
 	}
 	info, err := ParseServerVersion(raw)
 	if err != nil {
@@ -156,7 +156,7 @@ func (i *Instance) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%s on %s: %w", op, i.cfg.Addr, classify(err))
+	return fmt.Errorf("%s on %s: %w", op, i.cfg.Addr, classifyAt(i.cfg.Addr, err))
 }
 
 func (i *Instance) exec(ctx context.Context, op string, stmts ...Statement) error {

@@ -73,7 +73,7 @@ func holderInstance(l *coordinationv1.Lease, holder string) (string, error) {
 	}
 	h, inst, ok := strings.Cut(raw, "/")
 	if !ok {
-		return "", fmt.Errorf("annotation %s %q is not <holder>/<instance>", HolderInstanceAnnotation, raw)
+		return "", fmt.Errorf("annotation %s %s is not <holder>/<instance>", HolderInstanceAnnotation, dcs.QuoteCut(raw))
 	}
 	if h != holder {
 		return "", nil

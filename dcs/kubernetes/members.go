@@ -20,7 +20,7 @@ func (s *Store) parseMember(l *coordinationv1.Lease, member string) (dcs.Member,
 		errs = append(errs, err)
 	}
 	if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != member {
-		errs = append(errs, fmt.Errorf("holderIdentity %q does not match the member name %q", h, member))
+		errs = append(errs, fmt.Errorf("holderIdentity %s does not match the member name %q", dcs.QuoteCut(h), member))
 	}
 	if len(errs) > 0 {
 		return dcs.Member{}, record.Corrupt(where(l), "invalid member Lease", errors.Join(errs...))

@@ -81,3 +81,22 @@ func TestIsNewer(t *testing.T) {
 		}
 	}
 }
+
+// A garbage holder name (or holder/instance annotation) is cut in the
+// lock's error, which the agent logs every loop: the whole name made 10 KB
+// log lines once a second.
+func TestUnreadableHolderIsCutInTheError(t *testing.T) {
+	huge := strings.Repeat("x", 10<<10)
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, l := range []*coordinationv1.Lease{
+		{ObjectMeta: metav1.ObjectMeta{Name: "c-leader", Namespace: "ns"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(huge), LeaseDurationSeconds: ptr.To[int32](5)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "c-leader", Namespace: "ns", Annotations: map[string]string{HolderInstanceAnnotation: huge}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("m0"), LeaseDurationSeconds: ptr.To[int32](5)}},
+	} {
+		ld := leaderOf(l, now, 7*time.Second, now)
+		if ld == nil || ld.Err == nil || len(ld.Err.Error()) > 500 || !strings.Contains(ld.Err.Error(), "(10240 bytes)") {
+			t.Fatalf("lock error of %d bytes, want the garbage cut with its length: %.300v", len(ld.Err.Error()), ld.Err)
+		}
+	}
+}

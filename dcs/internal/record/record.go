@@ -75,13 +75,13 @@ func ValidateMember(m dcs.Member) error {
 	}
 	if m.APIURL != "" {
 		if u, err := url.Parse(m.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("%w: api url %q must be http(s)://host[:port]", dcs.ErrInvalid, m.APIURL))
+			errs = append(errs, fmt.Errorf("%w: api url %s must be http(s)://host[:port]", dcs.ErrInvalid, dcs.QuoteCut(m.APIURL)))
 		}
 	}
 	if m.MySQLAddr != "" {
 		_, port, err := net.SplitHostPort(m.MySQLAddr)
 		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 1 || p > 65535 {
-			errs = append(errs, fmt.Errorf("%w: mysql address %q must be host:port", dcs.ErrInvalid, m.MySQLAddr))
+			errs = append(errs, fmt.Errorf("%w: mysql address %s must be host:port", dcs.ErrInvalid, dcs.QuoteCut(m.MySQLAddr)))
 		}
 	}
 	if m.Lag != nil && *m.Lag < 0 {
@@ -143,7 +143,7 @@ func DecodeMember(where, wantName string, b []byte) (dcs.Member, error) {
 		m.Lag = &d
 	}
 	if j.Name != wantName {
-		errs = append(errs, fmt.Errorf("record names member %q, want %q", j.Name, wantName))
+		errs = append(errs, fmt.Errorf("record names member %s, want %q", dcs.QuoteCut(j.Name), wantName))
 	}
 	if m.UpdatedAt.IsZero() {
 		errs = append(errs, errors.New("updated_at is missing"))
@@ -445,7 +445,7 @@ func ValidateHistoryEntry(e dcs.HistoryEntry) error {
 	case e.Kind == dcs.HistoryOther:
 		// A newer version's entry: kept as it is, whatever it names.
 		if !isKindName(e.KindName) {
-			errs = append(errs, fmt.Errorf("%w: history kind %q is not a kind name", dcs.ErrInvalid, e.KindName))
+			errs = append(errs, fmt.Errorf("%w: history kind %s is not a kind name", dcs.ErrInvalid, dcs.QuoteCut(e.KindName)))
 		}
 	case !e.Kind.Valid():
 		errs = append(errs, fmt.Errorf("%w: unknown history kind %d", dcs.ErrInvalid, e.Kind))
