@@ -51,6 +51,10 @@ type fakeDB struct {
 	noSemiSyncReplica bool
 	// noBinlog: started without log_bin, so it cannot serve as a source.
 	noBinlog bool
+	// applyStopped: the replica applies nothing (a stopped SQL thread),
+	// so it falls behind its source. fences counts Fence calls.
+	applyStopped bool
+	fences       int
 }
 
 // errTimedOut is what a call that ran into its deadline returns.
@@ -154,7 +158,7 @@ func (d *fakeDB) pos() string {
 
 // syncLocked applies the source's history if the replica can reach it.
 func (d *fakeDB) syncLocked() {
-	if d.source == "" || !d.ioRunning {
+	if d.source == "" || !d.ioRunning || d.applyStopped {
 		return
 	}
 	src, ok := d.c.dbs[d.source]
@@ -257,7 +261,7 @@ func (d *fakeDB) faultOf(err *error) error {
 }
 
 func (d *fakeDB) Fence(context.Context) error {
-	if err := d.fail(&d.fenceErr, func() { d.readOnly = true }); err != nil {
+	if err := d.fail(&d.fenceErr, func() { d.readOnly, d.fences = true, d.fences+1 }); err != nil {
 		return err
 	}
 	return d.faultOf(&d.fenceErr)
