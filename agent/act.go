@@ -76,7 +76,7 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 	case failover.Switchover:
 		return a.handover(ctx, o.cl, action.Target, action.Reason)
 	case failover.RejectSwitchover:
-		a.rejectSwitchover(ctx, o.cl, action.Reason)
+		a.rejectSwitchover(ctx, o.cl, action.Target, action.Reason)
 		return true
 	case failover.ClearRequest:
 		a.clearRequest(ctx, o.cl, action.Reason)

@@ -96,7 +96,10 @@ type Agent struct {
 	// standDownUntil: we gave the lock up for a better member; do not race
 	// again before then.
 	standDownUntil time.Time
-	duplicate      string // the last duplicate-identity finding, for logs
+	// handoverDeadline bounds all the write stops of one switchover
+	// request (by its version), however many attempts it takes.
+	handoverDeadline switchoverDeadline
+	duplicate        string // the last duplicate-identity finding, for logs
 	// receiverStoppedSince is when a follower first saw its receiver
 	// stopped (without an error) while pointing at the holder.
 	receiverStoppedSince time.Time

@@ -59,6 +59,9 @@ type fakeDB struct {
 	deadmanAfter time.Duration
 	// fenceCalls counts Fence calls, failed ones too.
 	fenceCalls int
+	// applyStopped: the replica applies nothing (a stopped SQL thread),
+	// so it falls behind its source.
+	applyStopped bool
 }
 
 // errTimedOut is what a call that ran into its deadline returns.
@@ -162,7 +165,7 @@ func (d *fakeDB) pos() string {
 
 // syncLocked applies the source's history if the replica can reach it.
 func (d *fakeDB) syncLocked() {
-	if d.source == "" || !d.ioRunning {
+	if d.source == "" || !d.ioRunning || d.applyStopped {
 		return
 	}
 	src, ok := d.c.dbs[d.source]

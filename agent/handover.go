@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,17 +10,23 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/mysqlctl"
 )
 
 // handover is a planned switchover to target, losing nothing. It stops at
 // the first step that fails; redo reports that it handed over or abandoned
-// the request.
+// the request. Whether the target is close enough to stop writes for was
+// decided before (failover.SwitchoverMaxBehind), while we were writable.
 //
 // 1. Check the target: it must have a member record with a MySQL address
 // (else wait), and publish an agent instance id (else abandon the request,
 // as in step 6). Connect to its mysqld.
 //
 // 2. Renew the lock, so that the whole hand-over fits before our deadline.
+// The first attempt at a request fixes the switchover's deadline: what the
+// lock deadline leaves after two retry_timeouts for the steps that follow,
+// or, for --allow-lag, maximum_lag_on_failover (at least that). Every
+// attempt at the same request stops writes only within it.
 //
 // 3. Stop writes: kill the client sessions first (so that the fence does not
 // wait out its grace behind a statement in flight), then fence our mysqld,
@@ -35,16 +42,15 @@ import (
 //	SHOW GLOBAL STATUS WHERE Variable_name IN (...)
 //	SHOW REPLICA STATUS
 //
-// 5. Wait, on the target's mysqld, until it has executed that set, for what
-// the deadline leaves after two retry_timeouts for the steps that follow
-// (none left: stop, stay fenced, and let the next iteration decide):
+// 5. Wait, on the target's mysqld, until it has executed that set, or the
+// switchover's deadline passes (waitForTarget).
 //
-//	MySQL:   SELECT WAIT_FOR_EXECUTED_GTID_SET(set, seconds)
-//	MariaDB: SELECT MASTER_GTID_WAIT(pos, seconds)
-//
-// 6. A target that does not catch up in time abandons the request (it is
-// cleared, with a SwitchoverRejected Event) rather than retrying, since every
-// retry would stop writes again; the next iteration makes us writable again.
+// 6. A target that does not catch up in time abandons the request
+// (abandonHandover): we become writable again at once if a renewal proves
+// the lock is still ours, else stay fenced for the next iteration to
+// decide; the request is cleared with a switchover-rejected history entry
+// and Event, rather than retried, since every retry would stop writes
+// again.
 //
 // 7. Pass the lock to the target's name and agent instance in one
 // compare-and-set (Store.HandoverLeader); the target promotes itself, we
@@ -60,7 +66,7 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 		return false
 	}
 	if tm.Instance == "" {
-		a.rejectSwitchover(ctx, cl, fmt.Sprintf("target %s publishes no agent instance id (an older agent?): the lock cannot be handed to it safely", target))
+		a.rejectSwitchover(ctx, cl, target, fmt.Sprintf("target %s publishes no agent instance id (an older agent?): the lock cannot be handed to it safely", target))
 		return true
 	}
 	peer, err := a.peerConn(ctx, tm.MySQLAddr)
@@ -69,6 +75,11 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 	}
 	if !a.renew(ctx) {
 		return false
+	}
+	until := a.switchoverDeadlineFor(cl.Switchover)
+	if !a.clock.Now().Before(until) {
+		a.abandonHandover(ctx, cl, target, fmt.Sprintf("switchover to %s: its deadline passed before the target caught up", target))
+		return true
 	}
 	start := a.clock.Now()
 	cctx, cancel := a.callCtx(ctx)
@@ -88,15 +99,9 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 		a.log.Error("switchover: observing ourselves failed", zap.Error(err))
 		return false
 	}
-	// Leave room before the deadline for the hand-over write itself.
-	wait := a.currentDeadline().Sub(a.clock.Now()) - 2*a.clusterConfig.RetryTimeout
-	if wait <= 0 {
-		return false
-	}
-	wctx, wcancel := context.WithTimeout(ctx, wait+a.clusterConfig.RetryTimeout)
-	defer wcancel()
-	if err := peer.WaitForGTID(wctx, obs.Status.GTIDExecuted, wait); err != nil {
-		a.rejectSwitchover(ctx, cl, fmt.Sprintf("target %s did not catch up within %s: %v", target, wait.Round(time.Millisecond), err))
+	if err := a.waitForTarget(ctx, peer, obs.Status.GTIDExecuted, until); err != nil {
+		a.abandonHandover(ctx, cl, target, fmt.Sprintf("target %s did not catch up after %s with writes stopped: %v",
+			target, a.clock.Since(start).Round(time.Millisecond), err))
 		return true
 	}
 	hctx, hcancel := a.callCtx(ctx)
@@ -106,6 +111,7 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 		return false
 	}
 	stopped := a.clock.Since(start)
+	a.handoverDeadline = switchoverDeadline{}
 	a.setDeadline(time.Time{})
 	a.metrics.IsLeader.Set(0)
 	a.metrics.Switchovers.Inc()
@@ -124,6 +130,105 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 	return true
 }
 
+// switchoverDeadline is the one deadline of the switchover request whose
+// version it names.
+type switchoverDeadline struct {
+	version string
+	until   time.Time
+}
+
+// switchoverDeadlineFor returns the deadline of request sw ("" version for
+// a hand-over without one: the agent stopping), fixing it on the first
+// attempt, just after a renewal: what the lock deadline leaves after two
+// retry_timeouts for the hand-over write; with --allow-lag at least
+// maximum_lag_on_failover (a minute when unset), as an eligible target's
+// backlog is at most about that long to apply.
+func (a *Agent) switchoverDeadlineFor(sw *dcs.Switchover) time.Time {
+	version, allowLag := "", false
+	if sw != nil {
+		version, allowLag = sw.Version, sw.Force
+	}
+	if d := a.handoverDeadline; d.version == version && !d.until.IsZero() {
+		return d.until
+	}
+	now := a.clock.Now()
+	budget := a.currentDeadline().Sub(now) - 2*a.clusterConfig.RetryTimeout
+	if allowLag {
+		budget = max(budget, cmp.Or(a.clusterConfig.MaximumLagOnFailover, time.Minute))
+	}
+	a.handoverDeadline = switchoverDeadline{version: version, until: now.Add(budget)}
+	return a.handoverDeadline.until
+}
+
+// errSwitchoverDeadline: the switchover's deadline passed while waiting.
+var errSwitchoverDeadline = errors.New("the switchover's deadline passed")
+
+// waitForTarget waits on the target's mysqld until it has executed set,
+// until the switchover's deadline at the latest. Each wait ends two
+// retry_timeouts before our lock deadline, leaving room for the hand-over
+// write; between waits the lock is renewed, so that a hand-over with
+// --allow-lag may wait past one lock period:
+//
+//	MySQL:   SELECT WAIT_FOR_EXECUTED_GTID_SET(set, seconds)
+//	MariaDB: SELECT MASTER_GTID_WAIT(pos, seconds)
+func (a *Agent) waitForTarget(ctx context.Context, peer Peer, set string, until time.Time) error {
+	retry := a.clusterConfig.RetryTimeout
+	for {
+		now := a.clock.Now()
+		left := until.Sub(now)
+		if left <= 0 {
+			return errSwitchoverDeadline
+		}
+		wait := min(left, a.currentDeadline().Sub(now)-2*retry)
+		if wait <= 0 {
+			if !a.renew(ctx) {
+				return errors.New("renewing the lock between waits failed")
+			}
+			if a.currentDeadline().Sub(a.clock.Now()) <= 2*retry {
+				return errors.New("the lock deadline leaves no time to wait")
+			}
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait+retry)
+		err := peer.WaitForGTID(wctx, set, wait)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		// Another wait only after one that timed out having waited its
+		// full time; anything else ends the hand-over.
+		if !errors.Is(err, mysqlctl.ErrTimeout) || a.clock.Now().Before(now.Add(wait)) {
+			return fmt.Errorf("waiting for the target to execute %s: %w", set, err)
+		}
+	}
+}
+
+// abandonHandover gives up a hand-over after writes were stopped for it.
+// It leaves the cluster with a writable primary when it may: a renewal,
+// a compare-and-set on our own holding of the lock, proves the lock is
+// still ours, and only then do we unfence (with room before the deadline
+// for it); otherwise we stay read-only, and the next iteration decides
+// who leads. Then the request is rejected with reason.
+//
+//	MySQL:   SET GLOBAL super_read_only = OFF; SET GLOBAL read_only = OFF
+//	MariaDB: SET GLOBAL read_only = OFF
+func (a *Agent) abandonHandover(ctx context.Context, cl *dcs.Cluster, target, reason string) {
+	a.handoverDeadline = switchoverDeadline{}
+	if a.renew(ctx) && a.canWriteFor(a.clusterConfig.RetryTimeout) {
+		cctx, cancel := a.callCtx(ctx)
+		err := a.db.Unfence(cctx)
+		cancel()
+		if err != nil {
+			a.log.Error("switchover abandoned: unfencing failed; the next iteration retries", zap.Error(err))
+		} else {
+			a.log.Info("switchover abandoned: writable again, the lock is still ours")
+		}
+	} else {
+		a.log.Warn("switchover abandoned: staying read-only, the lock could not be proven ours")
+	}
+	a.rejectSwitchover(ctx, cl, target, reason)
+}
+
 func (a *Agent) clearRequest(ctx context.Context, cl *dcs.Cluster, reason string) {
 	if cl.Switchover == nil {
 		return
@@ -138,15 +243,22 @@ func (a *Agent) clearRequest(ctx context.Context, cl *dcs.Cluster, reason string
 }
 
 // rejectSwitchover clears a request that cannot be carried out (or cannot
-// be read) and says why in a log line and an Event.
-func (a *Agent) rejectSwitchover(ctx context.Context, cl *dcs.Cluster, reason string) {
-	a.log.Warn("rejecting switchover request", zap.String("reason", reason))
+// be read) and says why in a log line, an Event and a switchover-rejected
+// history entry. The entry is written before the request is cleared, so
+// that agentctl switchover --wait, which waits for the request to go,
+// finds the reason with it.
+func (a *Agent) rejectSwitchover(ctx context.Context, cl *dcs.Cluster, target, reason string) {
+	a.log.Warn("rejecting switchover request", zap.String("target", target), zap.String("reason", reason))
 	a.labeler.Event(ctx, a.self.Name, eventWarning, "SwitchoverRejected", reason)
 	if cl.Switchover == nil {
 		return
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
+	if err := a.store.AppendHistory(cctx, dcs.HistoryEntry{Kind: dcs.HistorySwitchoverRejected, From: a.self.Name, To: target,
+		At: a.clock.Now(), Reason: reason}); err != nil {
+		a.log.Warn("appending history failed", zap.Error(err))
+	}
 	if err := a.store.ClearSwitchover(cctx, cl.Switchover.Version); err != nil && !errors.Is(err, dcs.ErrNotFound) {
 		a.log.Warn("clearing the switchover request failed", zap.Error(err))
 	}

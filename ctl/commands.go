@@ -149,10 +149,13 @@ func (c *CLI) waitChange(ctx context.Context) bool {
 
 // SwitchoverOptions are the flags of `agentctl switchover`.
 type SwitchoverOptions struct {
-	To      string
-	Force   bool
-	Wait    bool
-	Timeout time.Duration
+	To string
+	// AllowLag lets the leader stop writes for a target further behind
+	// than failover.SwitchoverMaxBehind and wait for it to catch up.
+	AllowLag bool
+	Force    bool
+	Wait     bool
+	Timeout  time.Duration
 }
 
 // unknownMember is the failure for a member name without a record,
@@ -220,13 +223,16 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 	}
 	if !o.Force {
 		fmt.Fprintf(c.errOut(), "Plan: %s stops writes, waits until %s has every transaction, then hands it the lock.\n", leader, target)
+		if o.AllowLag {
+			fmt.Fprintf(c.errOut(), "With --allow-lag, writes may stay stopped for up to maximum_lag_on_failover while %s catches up.\n", target)
+		}
 		if err := c.confirm(fmt.Sprintf("Switch over from %s to %s?", leader, target)); err != nil {
 			return err
 		}
 	}
 	wctx, wcancel := c.bounded(ctx)
 	defer wcancel()
-	if err := c.Store.RequestSwitchover(wctx, dcs.Switchover{From: leader, To: o.To}); err != nil {
+	if err := c.Store.RequestSwitchover(wctx, dcs.Switchover{From: leader, To: o.To, Force: o.AllowLag}); err != nil {
 		if errors.Is(err, dcs.ErrExists) {
 			return fail(ExitPending, "a switchover is already pending")
 		}
@@ -235,7 +241,7 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 	c.say("Switchover requested: %s -> %s\n", leader, target)
 	r := Result{Command: "switchover", From: leader, To: o.To, Message: "switchover requested"}
 	if o.Wait {
-		if r.Primary, err = c.waitNewPrimary(ctx, leader, o.To, o.Timeout); err != nil {
+		if r.Primary, err = c.waitNewPrimary(ctx, leader, o.To, o.Timeout, len(cl.History)); err != nil {
 			return err
 		}
 		r.Message = r.Primary + " is the primary and accepts writes"
@@ -244,8 +250,11 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 }
 
 // waitNewPrimary waits until a member other than old (or exactly want) holds
-// the lock and reports itself primary, and returns its name.
-func (c *CLI) waitNewPrimary(ctx context.Context, old, want string, timeout time.Duration) (string, error) {
+// the lock and reports itself primary, and returns its name. When old
+// clears the request instead, it fails with the reason of old's
+// switchover-rejected history entry among those after the first
+// historyBefore (the history's length when the request was made).
+func (c *CLI) waitNewPrimary(ctx context.Context, old, want string, timeout time.Duration, historyBefore int) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
@@ -260,6 +269,9 @@ func (c *CLI) waitNewPrimary(ctx context.Context, old, want string, timeout time
 				}
 			}
 			if sawRequest && cl.Switchover == nil && cl.Leader != nil && cl.Leader.Holder == old {
+				if why := rejection(cl.History, historyBefore, old); why != "" {
+					return "", fail(ExitRejected, "the leader %s refused the switchover: %s", old, why)
+				}
 				return "", fail(ExitRejected, "the leader %s rejected or abandoned the switchover; see its log and Events", old)
 			}
 		}
@@ -267,6 +279,23 @@ func (c *CLI) waitNewPrimary(ctx context.Context, old, want string, timeout time
 			return "", fail(ExitTimeout, "timed out after %s waiting for the new primary", timeout)
 		}
 	}
+}
+
+// rejection is the reason of the newest switchover-rejected entry by leader
+// among the history's entries after the first before; "" when there is
+// none. The history is bounded (dcs.MaxHistory), so once full, entries
+// shift: then every entry is searched, newest first, which at worst
+// reports an older refusal's reason.
+func rejection(history []dcs.HistoryEntry, before int, leader string) string {
+	if before >= dcs.MaxHistory || before > len(history) {
+		before = 0
+	}
+	for i := len(history) - 1; i >= before; i-- {
+		if e := history[i]; e.Kind == dcs.HistorySwitchoverRejected && e.From == leader {
+			return e.Reason
+		}
+	}
+	return ""
 }
 
 // FailoverOptions are the flags of `agentctl failover`.
@@ -326,7 +355,7 @@ func (c *CLI) Failover(ctx context.Context, o FailoverOptions) error {
 	c.say("Failover to %s requested\n", o.To)
 	r := Result{Command: "failover", To: o.To, Message: "failover requested"}
 	if o.Wait {
-		if r.Primary, err = c.waitNewPrimary(ctx, "", o.To, o.Timeout); err != nil {
+		if r.Primary, err = c.waitNewPrimary(ctx, "", o.To, o.Timeout, 0); err != nil {
 			return err
 		}
 		r.Message = r.Primary + " is the primary and accepts writes"
@@ -367,7 +396,7 @@ func (c *CLI) SetPaused(ctx context.Context, paused, wait bool, timeout time.Dur
 	c.say("Resumed: automatic failover is on.\n")
 	if wait {
 		var err error
-		if r.Primary, err = c.waitNewPrimary(ctx, "", "", timeout); err != nil {
+		if r.Primary, err = c.waitNewPrimary(ctx, "", "", timeout, 0); err != nil {
 			return err
 		}
 	}

@@ -359,3 +359,41 @@ func TestSwitchoverToARebuildingMemberIsRefused(t *testing.T) {
 	f.stores["db3"].UpdateMember(ctx, rec)
 	exitCode(t, f.cli.Switchover(ctx, SwitchoverOptions{To: "db3", Force: true}), ExitUnhealthy)
 }
+
+// TestSwitchoverRefusalReasonReachesTheOperator: switchover --wait fails
+// with the reason the leader recorded in the history when it refused the
+// request, and --allow-lag is what the request carries as Force.
+func TestSwitchoverRefusalReasonReachesTheOperator(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.stores["db1"].AppendHistory(ctx, dcs.HistoryEntry{Kind: dcs.HistorySwitchoverRejected, From: "db1", To: "db2",
+		At: time.Now(), Reason: "an older refusal"})
+	done := make(chan error, 1)
+	go func() {
+		done <- f.cli.Switchover(ctx, SwitchoverOptions{To: "db2", Force: true, Wait: true, Timeout: 5 * time.Second})
+	}()
+	waitFor(t, func() bool { return mustCluster(t, f).Switchover != nil })
+	if mustCluster(t, f).Switchover.Force {
+		t.Fatal("a switchover without --allow-lag asks to allow lag")
+	}
+	const why = "switchover target db2 has not applied 4213 of db1's transactions (limit 1000)"
+	f.stores["db1"].AppendHistory(ctx, dcs.HistoryEntry{Kind: dcs.HistorySwitchoverRejected, From: "db1", To: "db2", At: time.Now(), Reason: why})
+	f.stores["db1"].ClearSwitchover(ctx, mustCluster(t, f).Switchover.Version)
+	err := <-done
+	exitCode(t, err, ExitRejected)
+	if !strings.Contains(err.Error(), why) {
+		t.Fatalf("error %q lacks the leader's reason %q", err, why)
+	}
+
+	go func() {
+		done <- f.cli.Switchover(ctx, SwitchoverOptions{To: "db2", AllowLag: true, Force: true, Wait: true, Timeout: 5 * time.Second})
+	}()
+	waitFor(t, func() bool { return mustCluster(t, f).Switchover != nil })
+	if !mustCluster(t, f).Switchover.Force {
+		t.Fatal("--allow-lag is not in the request")
+	}
+	f.stores["db1"].ClearSwitchover(ctx, mustCluster(t, f).Switchover.Version)
+	if err := <-done; strings.Contains(err.Error(), why) {
+		t.Fatalf("error %q repeats the previous request's refusal", err)
+	}
+}

@@ -272,6 +272,10 @@ const (
 	// reinit); To is the rebuilt member, From the donor, Reason "done" or
 	// why it failed.
 	HistoryReinit
+	// HistorySwitchoverRejected: a switchover the leader refused or gave
+	// up on; From is the leader, To the target (when one was chosen),
+	// Reason why. agentctl switchover --wait reports it.
+	HistorySwitchoverRejected
 	// HistoryOther: a kind this version does not know, written by a newer
 	// agent or agentctl. It is kept as stored (HistoryEntry.KindName), so
 	// that during a rolling upgrade an older agent neither reports the
@@ -279,7 +283,8 @@ const (
 	HistoryOther HistoryKind = 255
 )
 
-var historyNames = map[HistoryKind]string{HistoryFailover: "failover", HistorySwitchover: "switchover", HistoryConfig: "config", HistoryReinit: "reinit"}
+var historyNames = map[HistoryKind]string{HistoryFailover: "failover", HistorySwitchover: "switchover", HistoryConfig: "config", HistoryReinit: "reinit",
+	HistorySwitchoverRejected: "switchover-rejected"}
 
 // Valid reports whether k is one of the defined kinds.
 func (k HistoryKind) Valid() bool { _, ok := historyNames[k]; return ok }

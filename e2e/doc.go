@@ -39,6 +39,10 @@
 //	secrets_test.go           no password in logs, /status, /cluster, Events, --help
 //	switchover_test.go        agentctl switchover --wait under a write load: nothing
 //	                          acknowledged is lost, the old primary follows
+//	switchover_refused_test.go  agentctl switchover to a replica more than
+//	                          failover.SwitchoverMaxBehind behind, under an
+//	                          unthrottled writer: refused before any fence, exit 9
+//	                          with the reason, no write gap, nothing lost
 //	pause_test.go             agentctl pause: no failover after kill -9 of the
 //	                          primary; agentctl resume --wait brings it back
 //	agentctl_errors_test.go   every documented agentctl exit code and --help

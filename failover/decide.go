@@ -68,7 +68,8 @@ func (k Kind) String() string {
 // Action is the decision of one iteration.
 type Action struct {
 	Kind Kind
-	// Target is the member to follow, or to hand the lock to.
+	// Target is the member to follow, or to hand the lock to (or, with
+	// RejectSwitchover, the target refused, when there is one).
 	Target string
 	// Reason explains the decision, for logs and events.
 	Reason string
@@ -108,7 +109,9 @@ type SwitchoverRequest struct {
 	To          string
 	ScheduledAt time.Time
 	// Force lets a manual failover target take over although it lags or
-	// has errant transactions.
+	// has errant transactions; on a switchover (From set), it lets the
+	// leader stop writes for a target further behind than
+	// SwitchoverMaxBehind and wait for it (agentctl switchover --allow-lag).
 	Force bool
 }
 
@@ -387,9 +390,17 @@ func decideAsLeader(s Snapshot) Action {
 		if why := Ineligibility(m, s.Rules); why != "" {
 			return Action{Kind: RejectSwitchover, Reason: fmt.Sprintf("switchover target %s is not eligible: %s", sw.To, why)}
 		}
+		// Checked before any fence: a refusal stops no write.
+		if why := switchoverBlocked(s, m, sw.Force); why != "" {
+			return Action{Kind: RejectSwitchover, Target: sw.To, Reason: why}
+		}
 		return Action{Kind: Switchover, Target: sw.To, Reason: "switchover requested"}
 	}
 	if best := bestOther(s); best != "" {
+		m, _ := find(s.Members, best)
+		if why := switchoverBlocked(s, m, sw.Force); why != "" {
+			return Action{Kind: RejectSwitchover, Target: best, Reason: why}
+		}
 		return Action{Kind: Switchover, Target: best, Reason: "switchover requested to the best replica"}
 	}
 	return Action{Kind: RejectSwitchover, Reason: "switchover requested but no replica is eligible"}

@@ -84,12 +84,13 @@ func (a *app) switchoverCommand() *cobra.Command {
 	var o ctl.SwitchoverOptions
 	var w waitFlags
 	cmd := a.command("switchover [CLUSTER]", "planned, lossless hand-over to another member",
-		"agentctl --cluster=demo switchover [--to=MEMBER] [--force] [--wait]\nagentctl switchover demo --to demo-1", clusterOnly,
+		"agentctl --cluster=demo switchover [--to=MEMBER] [--allow-lag] [--force] [--wait]\nagentctl switchover demo --to demo-1", clusterOnly,
 		func(ctx context.Context, c *ctl.CLI, _ []string) error {
 			o.Wait, o.Timeout = w.wait, w.timeout
 			return c.Switchover(ctx, o)
 		})
 	cmd.Flags().StringVar(&o.To, "to", "", "target member (default: the best replica)")
+	cmd.Flags().BoolVar(&o.AllowLag, "allow-lag", false, "hand over to a target far behind, waiting for it with writes stopped")
 	cmd.Flags().BoolVar(&o.Force, "force", false, "do not ask for confirmation")
 	w.add(cmd, true)
 	return cmd
