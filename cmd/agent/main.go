@@ -78,16 +78,6 @@ type options struct {
 	dialTimeout               time.Duration
 }
 
-func parseFlags(args []string) (*options, error) {
-	o := &options{}
-	b := dcs.DefaultConfig()
-	fs := defineFlags(o, &b)
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	return o.finish(fs, b)
-}
-
 // defineFlags defines every flag of the agent on a new flag set, bound to o
 // and, for the bootstrap cluster config, to b. The README's flag reference
 // is rendered from it (TestREADMEFlags).
