@@ -22,15 +22,33 @@ import (
 // writable while the DCS is unreachable, but only while every member of
 // its last known member set confirms, over HTTP, that it sees this leader
 // and will not race for the lock. A member that confirms promises not to
-// race for ttl from the moment it answered; the leader extends its deadline
-// to the start of the round plus ttl minus safety_margin, so it fences
-// before any promise it relies on can lapse. Every member, not a majority:
+// race, from the moment it answered, for the leader's ttl (sent with the
+// request) or its own, whichever is longer; the leader extends its deadline
+// to the start of the round plus its ttl minus safety_margin, so it fences
+// before any promise it relies on can lapse, even when a run-time change
+// of ttl reached the members but not the leader cut off from the DCS. Every member, not a majority:
 // a member that cannot be asked might reach the DCS and take the lock.
 
 // FailsafeRequest is what a leader posts to every member (POST /failsafe).
 type FailsafeRequest struct {
 	Leader   string `json:"leader"`
 	Instance string `json:"instance"`
+	// HoldMillis is how long the leader relies on the promise: its ttl,
+	// by which it extends its deadline. 0 (an older agent): the member's
+	// own ttl.
+	HoldMillis int64 `json:"hold_ms,omitempty"`
+}
+
+// promiseLength is how long a member promises not to race: the longer of
+// the leader's ttl and its own, so that the promise outlasts the deadline
+// the leader extends by its ttl. A hold beyond the longest valid ttl is
+// refused, since no leader can rely on it.
+func promiseLength(req FailsafeRequest, ownTTL time.Duration) (time.Duration, error) {
+	hold := time.Duration(req.HoldMillis) * time.Millisecond
+	if req.HoldMillis < 0 || hold > dcs.MaxTTL {
+		return 0, fmt.Errorf("%w: hold_ms %d is outside 0..%d", errFailsafeRefused, req.HoldMillis, dcs.MaxTTL.Milliseconds())
+	}
+	return max(hold, ownTTL), nil
 }
 
 // PeerFailsafe asks the agent at apiURL to confirm req; nil means it did.
@@ -101,7 +119,11 @@ func (a *Agent) acceptFailsafe(req FailsafeRequest) error {
 	case v.leader != "" && (v.leader != req.Leader || v.instance != req.Instance):
 		return fmt.Errorf("%w: the lock names %s (instance %s)", errFailsafeRefused, v.leader, v.instance)
 	}
-	a.promise = failsafePromise{leader: req.Leader, instance: req.Instance, until: a.clock.Now().Add(v.ttl)}
+	hold, err := promiseLength(req, v.ttl)
+	if err != nil {
+		return err
+	}
+	a.promise = failsafePromise{leader: req.Leader, instance: req.Instance, until: a.clock.Now().Add(hold)}
 	return nil
 }
 
@@ -139,7 +161,7 @@ func (a *Agent) failsafeRenew(ctx context.Context, start time.Time) bool {
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout/2)
 	defer cancel()
-	req := FailsafeRequest{Leader: a.self.Name, Instance: a.instance}
+	req := FailsafeRequest{Leader: a.self.Name, Instance: a.instance, HoldMillis: a.clusterConfig.TTL.Milliseconds()}
 	var (
 		mu      sync.Mutex
 		refused []string

@@ -194,3 +194,35 @@ func TestLoopFailsafeFlakyDCS(t *testing.T) {
 		}
 	}
 }
+
+// A promise outlasts the deadline its leader extends by the leader's own
+// ttl, even when set-config lowered ttl on the confirming member but not
+// yet on the leader cut off from the DCS.
+func TestFailsafePromiseCoversTheLeadersTTL(t *testing.T) {
+	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.round()
+	db2 := h.agents["db2"]
+	own := failsafeConfig().TTL
+	leaders := 4 * own // the leader still runs with the ttl before a run-time change
+	req := FailsafeRequest{Leader: "db1", Instance: h.agents["db1"].instance, HoldMillis: leaders.Milliseconds()}
+	if err := db2.acceptFailsafe(req); err != nil {
+		t.Fatal(err)
+	}
+	if got := db2.promise.until.Sub(h.clock.Now()); got != leaders {
+		t.Fatalf("promised for %v, want the leader's ttl %v (own ttl %v)", got, leaders, own)
+	}
+	req.HoldMillis = 0 // an older leader: the member's own ttl
+	if err := db2.acceptFailsafe(req); err != nil {
+		t.Fatal(err)
+	}
+	if got := db2.promise.until.Sub(h.clock.Now()); got != own {
+		t.Fatalf("promised for %v, want own ttl %v", got, own)
+	}
+	for _, hold := range []int64{-1, (dcs.MaxTTL + time.Second).Milliseconds()} {
+		req.HoldMillis = hold
+		if err := db2.acceptFailsafe(req); err == nil {
+			t.Errorf("hold_ms %d accepted", hold)
+		}
+	}
+}

@@ -283,6 +283,13 @@ func Decide(s Snapshot) Action {
 		return decideLeaderless(s)
 	}
 	if s.LeaderConfirmedDead && s.Rules.Lossless && s.Initialized {
+		if s.FailsafeLeader != "" && s.FailsafeLeader != s.Self {
+			// We promised a leader, maybe this holder cut from the DCS and
+			// from its replicas' streams, not to race: it stays writable on
+			// that promise until it lapses.
+			return Action{Kind: Follow, Target: s.Leader, Reason: "leader confirmed dead, but we promised " + s.FailsafeLeader +
+				" not to race while the DCS is unreachable (failsafe)"}
+		}
 		return decideTakeOver(s)
 	}
 	return Action{Kind: Follow, Target: s.Leader, Reason: "following the lock holder"}

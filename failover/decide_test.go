@@ -509,6 +509,10 @@ func TestDecideTakeOver(t *testing.T) {
 		{"async mode never does", cluster().confirmedDead().gtid("db2", "0-1-101"), Action{Kind: Follow, Target: "db1"}},
 		{"not confirmed: follow", cluster().lossless().gtid("db2", "0-1-101"), Action{Kind: Follow, Target: "db1"}},
 		{"paused: follow", dead().paused().gtid("db2", "0-1-101"), Action{Kind: Idle}},
+		{"a live failsafe promise to another leader holds us back", dead().gtid("db2", "0-1-101").failsafeLeader("db3"),
+			Action{Kind: Follow, Target: "db1"}},
+		{"nor to the confirmed-dead holder itself", dead().gtid("db2", "0-1-101").failsafeLeader("db1"),
+			Action{Kind: Follow, Target: "db1"}},
 	})
 }
 
