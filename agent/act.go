@@ -64,6 +64,7 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 		}
 		a.fenceOthers(ctx, action.Fence, o.peers, fenceKindRemoteWritable)
 		a.steadyPrimary(ctx, o.obs)
+		a.trackAcknowledgers(o)
 	case failover.Promote:
 		// The promotion's steps before unfencing need no deadline: they
 		// run while the renewal is in flight (a hand-over's target has no

@@ -78,6 +78,10 @@ type Agent struct {
 	misconfigured string
 	// lag follows our replication delay (lag.go).
 	lag replicaLag
+	// acknowledgers is, while we lead in lossless mode, the members that
+	// may hold an acknowledged write of ours (failover.TrackAcknowledgers);
+	// nil until tracked in this term.
+	acknowledgers map[string]string
 	// awaitedHolder is the lock holder we wait on to turn writable before
 	// judging our history against it; "" when not waiting.
 	awaitedHolder string

@@ -108,3 +108,31 @@ func TestLoopLosslessStalledPrimaryIsVisible(t *testing.T) {
 		t.Fatalf("semi_sync_stalled = %v, want 1", got)
 	}
 }
+
+// A member scaled away leaves its record behind (Kubernetes; the memory
+// DCS here): stale, its mysqld unreachable for good. In lossless mode it
+// must not block every later promotion: the primary lists the members that
+// may hold its acknowledged writes, drops db3 once db2 streams all db3 may
+// have acknowledged, and db2 then promotes without waiting for db3.
+func TestLoopLosslessLeftoverRecordDoesNotBlockPromotion(t *testing.T) {
+	h := newLoopHarnessWith(t, strictConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.round()
+	if tags := h.record("db1").Tags; tags[failover.TagAcknowledgers] != "db2,db3" {
+		t.Fatalf("db1's record tags %v, want acknowledgers db2,db3", tags)
+	}
+	h.killAgent("db3")
+	db3 := h.mysql.byName("db3")
+	db3.unreachable, db3.ioRunning = true, false // the pod is gone: no server, no connection to db1
+	h.unreachable["db3"] = true
+	h.mysql.write("db1")
+	h.advance(40*time.Second, "db1", "db2") // db3's record goes stale
+	if tags := h.record("db1").Tags; tags[failover.TagAcknowledgers] != "db2" {
+		t.Fatalf("db1's record tags %v, want acknowledgers db2 alone", tags)
+	}
+
+	h.killAgent("db1")
+	h.mysql.byName("db1").up = false
+	h.advance(15*time.Second, "db2")
+	h.expectPrimary("db2")
+}

@@ -210,6 +210,7 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed,
 		return false
 	}
 	writable := a.clock.Now()
+	a.acknowledgers = nil // a new term: nobody has acknowledged our writes yet
 	a.log.Info("promoted: mysqld is writable")
 	a.labeler.Event(ctx, a.self.Name, eventNormal, "Promoted", "became the writable primary")
 	a.setRole(ctx, dcs.RolePrimary)
@@ -342,6 +343,34 @@ func (a *Agent) steadyPrimary(ctx context.Context, obs mysqlctl.Observation) {
 		}
 	}
 	a.setRole(ctx, dcs.RolePrimary)
+}
+
+// trackAcknowledgers updates, in lossless mode, the list of members that
+// may hold an acknowledged write of ours, from this iteration's probes of
+// the peers (failover.TrackAcknowledgers); publishMember writes it on our
+// record. A peer that was not probed counts as not streaming.
+func (a *Agent) trackAcknowledgers(o observed) {
+	if a.clusterConfig.SemiSync != dcs.SemiSyncStrict || o.cl == nil {
+		a.acknowledgers = nil
+		return
+	}
+	var peers []failover.AckPeer
+	for _, m := range o.cl.Members {
+		if m.Name == a.self.Name {
+			continue
+		}
+		p := failover.AckPeer{Name: m.Name}
+		if pr, ok := o.peers[m.Name]; ok && pr.reachable {
+			p.Streaming = pullingFrom(pr.obs) == a.self.MySQLAddr && pr.obs.Status.SemiSync.ReplicaEnabled
+			p.Executed = pr.obs.Status.GTIDExecuted
+			if r := pr.obs.Replica; r != nil {
+				p.Retrieved = r.RetrievedGTID
+			}
+		}
+		peers = append(peers, p)
+	}
+	a.acknowledgers = failover.TrackAcknowledgers(a.flavor(), a.acknowledgers, peers, o.obs.Status.GTIDExecuted,
+		o.obs.Status.SemiSync.SourceClients)
 }
 
 func (a *Agent) semiSyncTimeout() time.Duration {

@@ -214,6 +214,9 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	if ss := st.SemiSync; ss != nil && ss.Async {
 		m.Tags[failover.TagAsync] = "streams without acknowledging"
 	}
+	if a.acknowledgers != nil && a.role == dcs.RolePrimary {
+		m.Tags[failover.TagAcknowledgers] = failover.FormatAcknowledgers(a.acknowledgers)
+	}
 	if ss := st.SemiSync; ss != nil && ss.Stalled != "" && a.role == dcs.RolePrimary {
 		m.Tags[failover.TagStalled] = "no replica acknowledges"
 	}

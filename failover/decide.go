@@ -586,16 +586,24 @@ func (s Snapshot) fetchable(m Member) (held, served gtid.History, err error) {
 // read every such replica's history (and none is ahead: betterPeer) do we
 // hold every acknowledged transaction. The old primary acknowledged
 // nothing to itself. A member whose mysqld is down counts: its relay log
-// is still on its disk.
+// is still on its disk. A member with a stale record that the old
+// primary's TagAcknowledgers leaves out does not: that primary saw every
+// write it may have acknowledged on a listed member (a scaled-down
+// member's leftover record would otherwise block every promotion).
 func (s Snapshot) unseenAcknowledgers() []string {
 	if !s.Rules.Lossless {
 		return nil
 	}
+	former, _ := find(s.Members, s.FormerLeader)
 	var out []string
 	for _, m := range s.Members {
-		if m.Name != s.Self && m.Name != s.FormerLeader && !m.Primary && !m.Async && !(m.Observed && m.Reachable) {
-			out = append(out, m.Name)
+		if m.Name == s.Self || m.Name == s.FormerLeader || m.Primary || m.Async || (m.Observed && m.Reachable) {
+			continue
 		}
+		if former.AcknowledgersKnown && m.RecordStale && !slices.Contains(former.Acknowledgers, m.Name) {
+			continue // a leftover record: the old primary vouched it holds nothing others lack
+		}
+		out = append(out, m.Name)
 	}
 	return out
 }

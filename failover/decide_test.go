@@ -81,7 +81,11 @@ func (b *snap) local(source string) *snap {
 }
 func (b *snap) lossless() *snap { b.s.Rules.Lossless = true; return b }
 func async(m *Member)           { m.Async = true }
-func rebuilding(m *Member)      { m.Rebuilding = true }
+func leftover(m *Member)        { m.Reachable, m.Fresh, m.RecordStale = false, false, true }
+func acknowledgers(names ...string) func(*Member) {
+	return func(m *Member) { m.Acknowledgers, m.AcknowledgersKnown = names, true }
+}
+func rebuilding(m *Member) { m.Rebuilding = true }
 func (b *snap) with(name string, f func(*Member)) *snap {
 	for i := range b.s.Members {
 		if b.s.Members[i].Name == name {
@@ -460,6 +464,18 @@ func TestDecideLossless(t *testing.T) {
 		{"an asynchronous peer ahead of us does not take the lock, but what it holds is taken (or it would be left errant)",
 			promoting().lossless().gtid("db3", "0-1-101").with("db3", async),
 			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: "0-1-101"}},
+		{"a leftover record (stale, unreachable) the old primary did not list does not hold",
+			promoting().lossless().with("db3", leftover).with("db1", acknowledgers("db2")),
+			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
+		{"listed by the old primary: hold, stale or not",
+			promoting().lossless().with("db3", leftover).with("db1", acknowledgers("db2", "db3")),
+			Action{Kind: Promote}},
+		{"not listed but its record is fresh (it may have joined since): hold",
+			promoting().lossless().with("db3", func(m *Member) { m.Reachable = false }).with("db1", acknowledgers("db2")),
+			Action{Kind: Promote}},
+		{"the old primary published no list (an older agent): hold",
+			promoting().lossless().with("db3", leftover),
+			Action{Kind: Promote}},
 		{"a forced manual failover overrides",
 			promoting().lossless().with("db3", func(m *Member) { m.Reachable = false }).switchover("", "db2", 0).force(),
 			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
@@ -575,5 +591,55 @@ func TestRankCandidates(t *testing.T) {
 func TestKindString(t *testing.T) {
 	if Follow.String() != "follow" || Kind(99).String() != "Kind(99)" {
 		t.Error(Follow.String(), Kind(99).String())
+	}
+}
+
+// TestTrackAcknowledgers: a lossless primary lists every member that may
+// hold an acknowledged write no other listed member holds, and lets a
+// member go only once it cannot.
+func TestTrackAcknowledgers(t *testing.T) {
+	streams := func(name, executed string) AckPeer { return AckPeer{Name: name, Streaming: true, Executed: executed} }
+	gone := func(name string) AckPeer { return AckPeer{Name: name} }
+	cases := []struct {
+		name    string
+		listed  map[string]string
+		peers   []AckPeer
+		ours    string
+		clients int
+		want    map[string]string
+	}{
+		{"streaming members join", nil, []AckPeer{streams("db2", "0-1-100"), streams("db3", "0-1-99")}, "0-1-100", 2,
+			map[string]string{"db2": "", "db3": ""}},
+		{"a member never seen streaming is not listed", nil, []AckPeer{streams("db2", "0-1-100"), gone("db9")}, "0-1-100", 1,
+			map[string]string{"db2": ""}},
+		{"a member that stops streaming stays while nobody streaming holds what it may have acknowledged",
+			map[string]string{"db2": "", "db3": ""}, []AckPeer{streams("db2", "0-1-95"), gone("db3")}, "0-1-100", 1,
+			map[string]string{"db2": "", "db3": "0-1-100"}},
+		{"it leaves once a streaming member holds it all",
+			map[string]string{"db2": "", "db3": "0-1-100"}, []AckPeer{streams("db2", "0-1-104"), gone("db3")}, "0-1-105", 1,
+			map[string]string{"db2": ""}},
+		{"its bound stays what it was when it stopped streaming",
+			map[string]string{"db2": "", "db3": "0-1-100"}, []AckPeer{streams("db2", "0-1-99"), gone("db3")}, "0-1-105", 1,
+			map[string]string{"db2": "", "db3": "0-1-100"}},
+		{"more semi-sync clients than streaming members: it may still be one of them",
+			map[string]string{"db2": "", "db3": "0-1-100"}, []AckPeer{streams("db2", "0-1-104"), gone("db3")}, "0-1-105", 2,
+			map[string]string{"db2": "", "db3": "0-1-100"}},
+		{"nobody streams: nobody leaves",
+			map[string]string{"db3": "0-1-100"}, []AckPeer{gone("db2"), gone("db3")}, "0-1-100", 0,
+			map[string]string{"db3": "0-1-100"}},
+		{"a member streaming again is listed without a bound",
+			map[string]string{"db3": "0-1-100"}, []AckPeer{streams("db3", "0-1-101")}, "0-1-101", 1,
+			map[string]string{"db3": ""}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := TrackAcknowledgers(gtid.MariaDB, c.listed, c.peers, c.ours, c.clients)
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("TrackAcknowledgers = %v, want %v", got, c.want)
+			}
+		})
+	}
+	if got := FormatAcknowledgers(map[string]string{"db3": "", "db2": "x"}); got != "db2,db3" {
+		t.Errorf("FormatAcknowledgers = %q", got)
 	}
 }

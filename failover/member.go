@@ -41,6 +41,14 @@ type Member struct {
 	// (agentctl reinit): a pending request names it, or its record carries
 	// TagRebuilding. Whatever it holds now is about to go.
 	Rebuilding bool
+	// RecordStale: its DCS record has not been refreshed for longer than
+	// its writer promised (Fresh also turns false when its agent did not
+	// answer us just now).
+	RecordStale bool
+	// Acknowledgers is, on a lossless primary's record, TagAcknowledgers
+	// read; AcknowledgersKnown is false when the record has no such tag.
+	Acknowledgers      []string
+	AcknowledgersKnown bool
 	// Misconfigured names the server settings it lacks to serve as a
 	// source (mysqlctl.Status.SourceMisconfigured); "" when it has them.
 	Misconfigured string
@@ -89,7 +97,9 @@ const (
 // rebuilding when TagRebuilding is, misconfigured as TagMisconfigured says. The agent overlays what it learns live
 // (HTTP status, probes); agentctl has only the record.
 func FromRecord(m dcs.Member) Member {
+	acks, known := parseAcknowledgers(m.Tags)
 	return Member{
+		RecordStale: m.Stale, Acknowledgers: acks, AcknowledgersKnown: known,
 		Name: m.Name, Addr: m.MySQLAddr, Fresh: !m.Stale, Healthy: m.Role != dcs.RoleUnknown, NoFailover: m.NoFailover,
 		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
 		Errant: m.Tags[TagErrant] != "", ErrantGTIDs: m.Tags[TagErrant], Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
