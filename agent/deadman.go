@@ -23,38 +23,48 @@ import (
 // the event then fires at the previous trigger, which is still before the
 // deadline, so a failed push costs availability, never safety.
 //
-// The delay sent is measured on our clock up to the trigger, and the
-// server adds it to its own clock: no two clocks are compared. The call is
-// bounded by retry_timeout, the gap between the trigger and the deadline,
-// so the event fires by the deadline however long the statement took to
-// reach the server; the server's whole seconds make it fire up to a second
-// earlier. A primary whose agent lives renews every loop_wait, at least a
-// retry_timeout before the trigger (the timing rule), and pushes the event
-// back each time.
+// The event must fire before another member could take the lock: the
+// last renewal's start + ttl (the deadline + safety_margin; others count ttl
+// from when they saw that renewal, later still). The room between our own
+// fence trigger and that instant is retry_timeout + safety_margin. The
+// event is aimed at the middle of it, and the push is bounded by a quarter
+// of it, so however long the statement takes to reach the server the event
+// fires a quarter of the room before the lock could be taken; the server's
+// whole seconds make it fire up to a second earlier, with the defaults no
+// earlier than our own trigger. The delay sent is measured on our clock
+// and the server adds it to its own: no two clocks are compared. A primary
+// whose agent lives renews every loop_wait and pushes the event back each
+// time; a failsafe confirmation arrives before its trigger and does too.
 
 var errNoDeadline = errors.New("no lock deadline")
 
-// deadmanDelay is how long from now the dead-man event must wait: until the
-// fence trigger of deadline. It fails when the deadline is zero (we may not
-// write) or the trigger is too close for the server to schedule.
-func deadmanDelay(now, trigger time.Time) (time.Duration, error) {
+// deadmanSchedule is how long from now the dead-man event must wait, and
+// how long the push may take, for the fence trigger and the lock's end
+// (see above). It fails when there is no deadline (we may not write) or the
+// aim is too close for the server to schedule.
+func deadmanSchedule(now, trigger, lockEnd time.Time) (after, bound time.Duration, err error) {
 	if trigger.IsZero() {
-		return 0, errNoDeadline
+		return 0, 0, errNoDeadline
 	}
-	after := trigger.Sub(now)
+	room := lockEnd.Sub(trigger)
+	bound = room / 4
+	after = trigger.Add(room / 2).Sub(now)
 	if after < mysqlctl.MinDeadmanDelay {
-		return after, fmt.Errorf("the fence trigger is %s away, under the %s the server can schedule", after, mysqlctl.MinDeadmanDelay)
+		return after, bound, fmt.Errorf("the dead-man aim is %s away, under the %s the server can schedule", after, mysqlctl.MinDeadmanDelay)
 	}
-	return after, nil
+	return after, bound, nil
 }
 
-// armDeadman arms, or pushes back, the dead-man switch on db to the fence
-// trigger of the current deadline, within retry_timeout. Every failure is
-// counted (deadman_failures_total).
+// armDeadman arms, or pushes back, the dead-man switch on db (see
+// deadmanSchedule). Every failure is counted (deadman_failures_total).
 func (a *Agent) armDeadman(ctx context.Context, db Database) error {
-	after, err := deadmanDelay(a.clock.Now(), a.effectiveDeadline())
+	var trigger, lockEnd time.Time
+	if d := a.currentDeadline(); !d.IsZero() {
+		trigger, lockEnd = a.fenceTrigger(d), d.Add(a.config().SafetyMargin)
+	}
+	after, bound, err := deadmanSchedule(a.clock.Now(), trigger, lockEnd)
 	if err == nil {
-		cctx, cancel := context.WithTimeout(ctx, a.config().RetryTimeout)
+		cctx, cancel := context.WithTimeout(ctx, bound)
 		err = db.ArmDeadman(cctx, after)
 		cancel()
 	}

@@ -11,24 +11,42 @@ import (
 	"github.com/mysqlha/mysqlha/mysqlctl"
 )
 
-func TestDeadmanDelay(t *testing.T) {
+func TestDeadmanSchedule(t *testing.T) {
 	now := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	// The defaults: renewed at now, ttl 5 s, safety_margin 1 s,
+	// retry_timeout 1 s: trigger at +3 s, the lock could be taken at +5 s.
+	trigger, lockEnd := now.Add(3*time.Second), now.Add(5*time.Second)
 	cases := []struct {
-		name    string
-		trigger time.Time
-		want    time.Duration
-		ok      bool
+		name             string
+		now              time.Time
+		trigger, lockEnd time.Time
+		after, bound     time.Duration
+		ok               bool
 	}{
-		{"no deadline", time.Time{}, 0, false},
-		{"trigger passed", now.Add(-time.Second), 0, false},
-		{"under a second away", now.Add(999 * time.Millisecond), 0, false},
-		{"a second away", now.Add(time.Second), time.Second, true},
-		{"3.25 s away", now.Add(3250 * time.Millisecond), 3250 * time.Millisecond, true},
+		{"no deadline", now, time.Time{}, time.Time{}, 0, 0, false},
+		{"the defaults: aimed at the deadline, fired by a quarter of the room before the lock's end", now, trigger, lockEnd,
+			4 * time.Second, 500 * time.Millisecond, true},
+		{"no safety margin: still before the lock's end", now, trigger, now.Add(4 * time.Second),
+			3500 * time.Millisecond, 250 * time.Millisecond, true},
+		{"aim under a second away", now.Add(3100 * time.Millisecond), trigger, lockEnd, 900 * time.Millisecond, 500 * time.Millisecond, false},
+		{"aim passed", now.Add(5 * time.Second), trigger, lockEnd, -time.Second, 500 * time.Millisecond, false},
 	}
 	for _, c := range cases {
-		got, err := deadmanDelay(now, c.trigger)
-		if (err == nil) != c.ok || (c.ok && got != c.want) {
-			t.Errorf("%s: deadmanDelay = %s, %v; want %s, ok %v", c.name, got, err, c.want, c.ok)
+		after, bound, err := deadmanSchedule(c.now, c.trigger, c.lockEnd)
+		if (err == nil) != c.ok || (c.ok && (after != c.after || bound != c.bound)) {
+			t.Errorf("%s: deadmanSchedule = %s, %s, %v; want %s, %s, ok %v", c.name, after, bound, err, c.after, c.bound, c.ok)
+			continue
+		}
+		// However late the push lands, the event fires before the lock
+		// could be taken, and, truncated to whole seconds, not before the
+		// fence trigger less a second.
+		if c.ok {
+			if latest := c.now.Add(c.after + bound); !latest.Before(c.lockEnd) {
+				t.Errorf("%s: may fire at %s, not before the lock's end %s", c.name, latest.Sub(now), c.lockEnd.Sub(now))
+			}
+			if earliest := c.now.Add(c.after - time.Second); earliest.Before(c.trigger.Add(-time.Second)) {
+				t.Errorf("%s: may fire at %s, over a second before the trigger", c.name, earliest.Sub(now))
+			}
 		}
 	}
 }
@@ -42,10 +60,11 @@ func TestDeadmanArmedBeforeUnfence(t *testing.T) {
 	if d.deadmanArms != 1 {
 		t.Fatalf("the promotion armed the dead-man switch %d times, want once", d.deadmanArms)
 	}
-	// ttl 5 s - safety_margin 1 s - retry_timeout 1 s, on a clock that did
+	// Aimed midway between the fence trigger (ttl 5 s - safety_margin 1 s
+	// - retry_timeout 1 s) and the lock's end (ttl), on a clock that did
 	// not move since the lock was won.
-	if want := 3 * time.Second; d.deadmanAfter != want {
-		t.Fatalf("armed to fire in %s, want %s (the fence trigger)", d.deadmanAfter, want)
+	if want := 4 * time.Second; d.deadmanAfter != want {
+		t.Fatalf("armed to fire in %s, want %s", d.deadmanAfter, want)
 	}
 }
 
