@@ -87,14 +87,7 @@ func TestLoopLongPauseWithTheSourceDownKeepsReplicasEligible(t *testing.T) {
 	h := newLoopHarness(t, "db1", "db2", "db3")
 	h.bootstrap()
 	maxLag := dcs.DefaultConfig().MaximumLagOnFailover
-	a := h.agents["db1"]
-	cfg := dcs.DefaultConfig()
-	cfg.Paused = true
-	cl, _ := a.store.Cluster(h.ctx)
-	if err := a.store.SetConfig(h.ctx, cfg, cl.ConfigVersion); err != nil {
-		t.Fatal(err)
-	}
-	h.round()
+	h.setPaused(true)
 	h.mysql.byName("db1").up = false
 	h.advance(10*maxLag, h.names...)
 	if w := h.mysql.writable(); len(w) != 0 {
@@ -105,11 +98,7 @@ func TestLoopLongPauseWithTheSourceDownKeepsReplicasEligible(t *testing.T) {
 			t.Fatalf("%s: lag %s after %s with the source down; want it frozen below %s", name, fmtLag(lag), 10*maxLag, maxLag)
 		}
 	}
-	cl, _ = a.store.Cluster(h.ctx)
-	cfg.Paused = false
-	if err := a.store.SetConfig(h.ctx, cfg, cl.ConfigVersion); err != nil {
-		t.Fatal(err)
-	}
+	h.setPaused(false)
 	h.advance(8*time.Second, h.names...)
 	h.expectPrimary("db2")
 }

@@ -324,24 +324,13 @@ func TestLoopFrozenLeaderIsFencedBeforeTakeover(t *testing.T) {
 func TestLoopPausedClusterDoesNotFailOver(t *testing.T) {
 	h := newLoopHarness(t, "db1", "db2", "db3")
 	h.bootstrap()
-	a := h.agents["db1"]
-	cfg := dcs.DefaultConfig()
-	cfg.Paused = true
-	cl, _ := a.store.Cluster(h.ctx)
-	if err := a.store.SetConfig(h.ctx, cfg, cl.ConfigVersion); err != nil {
-		t.Fatal(err)
-	}
-	h.round()
+	h.setPaused(true)
 	h.mysql.byName("db1").up = false
 	h.advance(20*time.Second, "db1", "db2", "db3")
 	if w := h.mysql.writable(); len(w) != 0 {
 		t.Fatalf("paused cluster failed over to %v", w)
 	}
-	cl, _ = a.store.Cluster(h.ctx)
-	cfg.Paused = false
-	if err := a.store.SetConfig(h.ctx, cfg, cl.ConfigVersion); err != nil {
-		t.Fatal(err)
-	}
+	h.setPaused(false)
 	h.advance(8*time.Second, "db1", "db2", "db3")
 	h.expectPrimary("db2")
 }
@@ -575,4 +564,19 @@ func TestLoopLagCrossingTheLimitIsPublishedAtOnce(t *testing.T) {
 	if why := lagOf("db3"); why != "" {
 		t.Fatalf("db3 has caught up, yet its record keeps it ineligible: %s", why)
 	}
+}
+
+// setPaused stores the cluster config paused or resumed, as agentctl pause
+// and resume do, through db1's store, then runs one round so that every
+// agent reads it.
+func (h *loopHarness) setPaused(paused bool) {
+	h.t.Helper()
+	a := h.agents["db1"]
+	cfg := dcs.DefaultConfig()
+	cfg.Paused = paused
+	cl, _ := a.store.Cluster(h.ctx)
+	if err := a.store.SetConfig(h.ctx, cfg, cl.ConfigVersion); err != nil {
+		h.t.Fatal(err)
+	}
+	h.round()
 }

@@ -251,14 +251,7 @@ func TestLoopMetricsPausedAndUnlocked(t *testing.T) {
 		wantGauge(t, n+" paused", h.agents[n].metrics.Paused, 0)
 		wantGauge(t, n+" cluster_unlocked", h.agents[n].metrics.clusterUnlocked.vec, 0)
 	}
-	a := h.agents["db1"]
-	cfg := dcs.DefaultConfig()
-	cfg.Paused = true
-	cl, _ := a.store.Cluster(h.ctx)
-	if err := a.store.SetConfig(h.ctx, cfg, cl.ConfigVersion); err != nil {
-		t.Fatal(err)
-	}
-	h.round()
+	h.setPaused(true)
 	for _, n := range h.names {
 		wantGauge(t, n+" in a paused cluster: paused", h.agents[n].metrics.Paused, 1)
 	}

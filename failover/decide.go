@@ -443,10 +443,10 @@ func decidePromotion(s Snapshot) Action {
 		return Action{Kind: ReleaseLock, Target: better, StandDown: true, Reason: "not unfencing: " + better + " holds transactions we lack; let it take over"}
 	}
 	if !forced {
-		if gap := s.dataGap(); gap.from != "" {
-			return Action{Kind: Promote, CatchUpFrom: gap.from, CatchUpTo: gap.upTo, Reason: "not unfencing yet: " + gap.why}
-		} else if gap.why != "" {
-			return Action{Kind: Promote, Reason: "not unfencing: " + gap.why}
+		if missing := s.dataGap(); missing.from != "" {
+			return Action{Kind: Promote, CatchUpFrom: missing.from, CatchUpTo: missing.upTo, Reason: "not unfencing yet: " + missing.why}
+		} else if missing.why != "" {
+			return Action{Kind: Promote, Reason: "not unfencing: " + missing.why}
 		}
 	}
 	if unseen := s.unseenAcknowledgers(); len(unseen) > 0 && !forced {
@@ -492,7 +492,7 @@ func (s Snapshot) dataGap() gap {
 	if err != nil {
 		return gap{why: "our GTID history cannot be read: " + err.Error()}
 	}
-	if src, ok := s.sourceMember(); ok {
+	if src, ok := s.fencedMember(s.LocalSource); ok {
 		// The promotion's first step takes all of a fenced source's
 		// binary log before it unfences: count it as ours.
 		if executed, err := gtid.ParseHistory(s.Flavor, src.Executed, ""); err == nil {
@@ -541,17 +541,6 @@ func (s Snapshot) dataGap() gap {
 		fetch.why = strings.Join(blocked, "; ")
 	}
 	return fetch
-}
-
-// sourceMember is the member our mysqld replicates from, when it answered
-// this iteration read-only.
-func (s Snapshot) sourceMember() (Member, bool) {
-	for _, m := range s.Members {
-		if s.LocalSource != "" && m.Addr == s.LocalSource && m.Name != s.Self && m.Observed && m.Reachable && !m.Writable {
-			return m, true
-		}
-	}
-	return Member{}, false
 }
 
 // fetchable is what member m holds (its history less its errant
@@ -613,12 +602,19 @@ func (s Snapshot) unseenAcknowledgers() []string {
 // unfences), so a receiver still pulling from it can acknowledge nothing new
 // and need not be stopped. A planned hand-over's old primary is one.
 func (s Snapshot) fencedSource(addr string) bool {
+	_, ok := s.fencedMember(addr)
+	return ok
+}
+
+// fencedMember is the other member whose mysqld is at addr, when it
+// answered read-only this iteration.
+func (s Snapshot) fencedMember(addr string) (Member, bool) {
 	for _, m := range s.Members {
-		if m.Addr == addr && m.Name != s.Self && m.Observed && m.Reachable && !m.Writable {
-			return true
+		if addr != "" && m.Addr == addr && m.Name != s.Self && m.Observed && m.Reachable && !m.Writable {
+			return m, true
 		}
 	}
-	return false
+	return Member{}, false
 }
 
 // writableOthers lists the other members whose mysqld answered writable.
