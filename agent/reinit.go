@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
 	"github.com/mysqlha/mysqlha/internal/apitls"
 	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
 )
@@ -110,7 +111,7 @@ func (a *Agent) handleReinit(ctx context.Context, cl *dcs.Cluster) bool {
 		a.finishReinit(ctx, req, req.Donor, errors.New(reason))
 		return false
 	}
-	donor, err := cl.ReinitDonor(a.self.Name, req.Donor)
+	donor, err := failover.ReinitDonor(cl, a.self.Name, req.Donor)
 	if err != nil {
 		a.finishReinit(ctx, req, req.Donor, err)
 		return false
@@ -130,15 +131,15 @@ func (a *Agent) handleReinit(ctx context.Context, cl *dcs.Cluster) bool {
 
 // refuseReinit says why this member must not be rebuilt now; "" when it may.
 func (a *Agent) refuseReinit(cl *dcs.Cluster) string {
-	switch {
-	case a.rebuilder == nil:
-		return "the agent runs without --mysql-datadir, so it cannot rebuild its member"
-	case a.hasDeadline() || cl.Leader != nil && cl.Leader.Holder == a.self.Name:
-		return "the member holds the leader lock; switch over first"
-	case a.db != nil && a.flavor() != gtid.MariaDB:
-		return "rebuilding a MySQL member (CLONE INSTANCE) is not implemented in the agent yet"
+	flavor := gtid.MariaDB // unknown until mysqld answers: the rebuild's own steps find out
+	if a.db != nil {
+		flavor = a.flavor()
 	}
-	return ""
+	return failover.ReinitRefusal(failover.ReinitTarget{
+		CanRebuild: a.rebuilder != nil,
+		HoldsLock:  a.hasDeadline() || cl.Leader != nil && cl.Leader.Holder == a.self.Name,
+		Flavor:     flavor,
+	})
 }
 
 // finishReinit clears the request and records the outcome.

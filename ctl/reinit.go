@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
 )
 
 // ReinitOptions are the flags of `agentctl reinit MEMBER`.
@@ -59,7 +60,7 @@ func (c *CLI) Reinit(ctx context.Context, o ReinitOptions) error {
 			return unknownMember(cl, o.From)
 		}
 	}
-	donor, err := cl.ReinitDonor(o.Member, o.From)
+	donor, err := failover.ReinitDonor(cl, o.Member, o.From)
 	if err != nil {
 		return fail(ExitUnhealthy, "no donor for %s: %v", o.Member, err)
 	}
