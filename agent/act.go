@@ -53,14 +53,11 @@ func (a *Agent) act(ctx context.Context, action failover.Action, o observed) (re
 	case failover.TakeOver:
 		return a.takeOver(ctx, o.cl, action)
 	case failover.Lead:
-		hadDeadline := a.hasDeadline()
 		if !a.renewIfDue(ctx) {
 			return false
 		}
 		if action.RenewOnly {
-			// A lock held without a renewal of ours: now that it is ours
-			// to write under, decide again at once.
-			return !hadDeadline
+			return action.DecideAgain
 		}
 		a.fenceOthers(ctx, action.Fence, o.peers, fenceKindRemoteWritable)
 		a.steadyPrimary(ctx, o.obs)

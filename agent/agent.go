@@ -144,7 +144,7 @@ type Agent struct {
 	// Shared with the HTTP API.
 	statusMu sync.Mutex
 	status   MemberStatus
-	failsafe failsafeView
+	failsafe failover.FailsafeView
 	promise  failsafePromise
 	cluster  *dcs.Cluster
 	lastLoop time.Time

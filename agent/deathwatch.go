@@ -19,7 +19,7 @@ import (
 // address) and, once the stream is lost, its agent (GET /status). When both
 // have been lost for the confirmation window, and a majority of the
 // members, us included, report the same in their /status, the holder is
-// confirmed dead and the best candidate takes its lock over without waiting
+// confirmed dead (failover.Snapshot.LeaderLost) and the best candidate takes its lock over without waiting
 // for its ttl (failover.decideTakeOver). A slow holder keeps its stream, a
 // frozen agent's server keeps streaming, a holder cut off from the network
 // keeps its receivers' connections until their timeout: none of these is
@@ -98,22 +98,24 @@ func (a *Agent) leaderLost() *LeaderLost {
 	return &LeaderLost{Leader: a.watch.leader, Instance: a.watch.instance, ForSeconds: a.clock.Since(a.watch.lostSince).Seconds()}
 }
 
-// confirmedDead reports whether the watched holder has been lost for the
-// window by us and, in their live status, by enough peers to make a
-// majority of the members.
-func (a *Agent) confirmedDead(cl *dcs.Cluster, live map[string]*MemberStatus) bool {
-	w := a.confirmWindow()
-	if a.watch.lostSince.IsZero() || a.clock.Since(a.watch.lostSince) < w {
-		return false
+// lossReports is what failover decides a confirmed death by: our own
+// report of the watched holder and those in the peers' live status.
+func (a *Agent) lossReports(live map[string]*MemberStatus) []failover.LossReport {
+	var out []failover.LossReport
+	if ll := a.leaderLost(); ll != nil {
+		out = append(out, lossReport(a.self.Name, ll))
 	}
-	votes := 1
-	for _, st := range live {
-		if ll := st.LeaderLost; st != nil && ll != nil && ll.Leader == a.watch.leader && ll.Instance == a.watch.instance &&
-			ll.ForSeconds >= w.Seconds() {
-			votes++
+	for name, st := range live {
+		if st != nil && st.LeaderLost != nil {
+			out = append(out, lossReport(name, st.LeaderLost))
 		}
 	}
-	return votes >= len(cl.Members)/2+1
+	return out
+}
+
+func lossReport(member string, ll *LeaderLost) failover.LossReport {
+	return failover.LossReport{Member: member, Leader: ll.Leader, Instance: ll.Instance,
+		LostFor: time.Duration(ll.ForSeconds * float64(time.Second))}
 }
 
 // takeOver takes the confirmed-dead holder's lock at the version seen.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,19 +14,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
 	"github.com/mysqlha/mysqlha/internal/apitls"
 )
 
 // Failsafe mode (cluster config failsafe_mode) keeps a healthy primary
 // writable while the DCS is unreachable, but only while every member of
 // its last known member set confirms, over HTTP, that it sees this leader
-// and will not race for the lock. A member that confirms promises not to
-// race, from the moment it answered, for the leader's ttl (sent with the
-// request) or its own, whichever is longer; the leader extends its deadline
-// to the start of the round plus its ttl minus safety_margin, so it fences
-// before any promise it relies on can lapse, even when a run-time change
-// of ttl reached the members but not the leader cut off from the DCS. Every member, not a majority:
-// a member that cannot be asked might reach the DCS and take the lock.
+// and will not race for the lock (failover.FailsafePromise and
+// failover.FailsafeUnconfirmed hold the rules). The leader extends its
+// deadline to the start of the round plus its ttl minus safety_margin, so
+// it fences before any promise it relies on can lapse.
 
 // FailsafeRequest is what a leader posts to every member (POST /failsafe).
 type FailsafeRequest struct {
@@ -37,18 +34,6 @@ type FailsafeRequest struct {
 	// by which it extends its deadline. 0 (an older agent): the member's
 	// own ttl.
 	HoldMillis int64 `json:"hold_ms,omitempty"`
-}
-
-// promiseLength is how long a member promises not to race: the longer of
-// the leader's ttl and its own, so that the promise outlasts the deadline
-// the leader extends by its ttl. A hold beyond the longest valid ttl is
-// refused, since no leader can rely on it.
-func promiseLength(req FailsafeRequest, ownTTL time.Duration) (time.Duration, error) {
-	hold := time.Duration(req.HoldMillis) * time.Millisecond
-	if req.HoldMillis < 0 || hold > dcs.MaxTTL {
-		return 0, fmt.Errorf("%w: hold_ms %d is outside 0..%d", errFailsafeRefused, req.HoldMillis, dcs.MaxTTL.Milliseconds())
-	}
-	return max(hold, ownTTL), nil
 }
 
 // PeerFailsafe asks the agent at apiURL to confirm req; nil means it did.
@@ -79,47 +64,20 @@ func HTTPPeerFailsafe(client *http.Client) PeerFailsafe {
 	}
 }
 
-// failsafeView is what the API goroutine needs to judge a request: the
-// loop publishes it with each status (under statusMu).
-type failsafeView struct {
-	enabled bool
-	ttl     time.Duration
-	// holding: we hold the lock ourselves. leader/instance: the lock holder
-	// of our last snapshot, when its lock was valid.
-	holding          bool
-	leader, instance string
-}
-
 // failsafePromise is the leader we promised not to race against, until.
 type failsafePromise struct {
 	leader, instance string
 	until            time.Time
 }
 
-// errFailsafeRefused is a request this member will not confirm.
-var errFailsafeRefused = errors.New("failsafe confirmation refused")
-
 // acceptFailsafe answers a leader's POST /failsafe: it confirms, and
-// promises not to race for ttl, unless failsafe mode is off, we hold the
-// lock, or our last view of the lock names someone else.
+// promises not to race for as long as failover.FailsafePromise says, or
+// refuses.
 func (a *Agent) acceptFailsafe(req FailsafeRequest) error {
-	if req.Leader == "" || req.Instance == "" {
-		return fmt.Errorf("%w: leader and instance are required", errFailsafeRefused)
-	}
 	a.statusMu.Lock()
 	defer a.statusMu.Unlock()
-	v := a.failsafe
-	switch {
-	case !v.enabled:
-		return fmt.Errorf("%w: failsafe mode is off in the cluster config", errFailsafeRefused)
-	case req.Leader == a.self.Name:
-		return fmt.Errorf("%w: %s is this member", errFailsafeRefused, req.Leader)
-	case v.holding:
-		return fmt.Errorf("%w: %s holds the lock itself", errFailsafeRefused, a.self.Name)
-	case v.leader != "" && (v.leader != req.Leader || v.instance != req.Instance):
-		return fmt.Errorf("%w: the lock names %s (instance %s)", errFailsafeRefused, v.leader, v.instance)
-	}
-	hold, err := promiseLength(req, v.ttl)
+	ask := failover.FailsafeAsk{Leader: req.Leader, Instance: req.Instance, Hold: time.Duration(req.HoldMillis) * time.Millisecond}
+	hold, err := failover.FailsafePromise(ask, a.failsafe)
 	if err != nil {
 		return err
 	}
@@ -141,9 +99,9 @@ func (a *Agent) promisedLeader() string {
 // publishFailsafeView records what acceptFailsafe judges by; the caller
 // holds statusMu.
 func (a *Agent) publishFailsafeView(cl *dcs.Cluster) {
-	v := failsafeView{enabled: a.clusterConfig.Failsafe, ttl: a.clusterConfig.TTL, holding: a.hasDeadline()}
+	v := failover.FailsafeView{Self: a.self.Name, Enabled: a.clusterConfig.Failsafe, TTL: a.clusterConfig.TTL, Holding: a.hasDeadline()}
 	if cl != nil && cl.Leader != nil && !cl.Leader.Expired {
-		v.leader, v.instance = cl.Leader.Holder, cl.Leader.Instance
+		v.Leader, v.Instance = cl.Leader.Holder, cl.Leader.Instance
 	}
 	a.failsafe = v
 }
@@ -163,11 +121,14 @@ func (a *Agent) failsafeRenew(ctx context.Context, start time.Time) bool {
 	defer cancel()
 	req := FailsafeRequest{Leader: a.self.Name, Instance: a.instance, HoldMillis: a.clusterConfig.TTL.Milliseconds()}
 	var (
-		mu      sync.Mutex
-		refused []string
-		wg      sync.WaitGroup
+		mu        sync.Mutex
+		confirmed = map[string]bool{}
+		refused   []string
+		names     []string
+		wg        sync.WaitGroup
 	)
 	for _, m := range cl.Members {
+		names = append(names, m.Name)
 		if m.Name == a.self.Name {
 			continue
 		}
@@ -176,16 +137,19 @@ func (a *Agent) failsafeRenew(ctx context.Context, start time.Time) bool {
 			if m.APIURL != "" {
 				err = a.peerFailsafe(cctx, m.APIURL, req)
 			}
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
-				mu.Lock()
 				refused = append(refused, m.Name+": "+err.Error())
-				mu.Unlock()
+				return
 			}
+			confirmed[m.Name] = true
 		})
 	}
 	wg.Wait()
-	if len(refused) > 0 {
-		a.log.Error("failsafe: not every member confirmed this leader; fencing at the deadline", zap.Strings("refused", refused))
+	if missing := failover.FailsafeUnconfirmed(a.self.Name, names, confirmed); len(missing) > 0 {
+		a.log.Error("failsafe: not every member confirmed this leader; fencing at the deadline",
+			zap.Strings("unconfirmed", missing), zap.Strings("refused", refused))
 		a.failsafeActive = false
 		a.metrics.FailsafeActive.Set(0)
 		return false

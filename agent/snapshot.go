@@ -174,7 +174,9 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		o.peers = a.probePeers(ctx, cl, bound)
 	}
 	fetched.Wait()
-	s.LeaderConfirmedDead = suspect && a.confirmedDead(cl, live)
+	if suspect {
+		s.LeaderLost, s.ConfirmWindow = a.lossReports(live), a.confirmWindow()
+	}
 	for _, st := range live {
 		// A member that joined after the leader lost the DCS is not in its
 		// member set and gets no failsafe request: the others' promises

@@ -74,7 +74,10 @@ type Action struct {
 	// Reason explains the decision, for logs and events.
 	Reason string
 	// RenewOnly (with Lead): keep the lock but change nothing on mysqld.
-	RenewOnly bool
+	// DecideAgain (with RenewOnly): the lock was held without a renewal of
+	// ours; once renewed it is ours to write under, so decide again at
+	// once rather than a loop_wait later.
+	RenewOnly, DecideAgain bool
 	// Fence (Lead, Promote) lists other members whose mysqld answered
 	// writable: fence them. A promotion whose fence fails stops there.
 	Fence []string
@@ -150,10 +153,12 @@ type Snapshot struct {
 	// race while it lasts.
 	FailsafeHeld   bool
 	FailsafeLeader string
-	// LeaderConfirmedDead: the holder's agent and its replication stream
-	// have both been lost for the confirmation window, as a majority of
-	// the members sees it (lossless mode only takes it into account).
-	LeaderConfirmedDead bool
+	// LeaderLost holds the reports of the members, us included, that lost
+	// both the holder's agent and its replication stream (lossless mode
+	// only takes them into account): a majority lost for ConfirmWindow
+	// confirms the holder dead (leaderConfirmedDead).
+	LeaderLost    []LossReport
+	ConfirmWindow time.Duration
 	// FormerLeader is the leader we took the lock over from (failover), ""
 	// otherwise. Its data may be ahead of ours, but it is not a candidate.
 	FormerLeader string
@@ -261,7 +266,7 @@ func Decide(s Snapshot) Action {
 					return a
 				}
 			}
-			return Action{Kind: Lead, RenewOnly: true, Reason: "keep the lock: held without a renewal of ours: renew before writing"}
+			return Action{Kind: Lead, RenewOnly: true, DecideAgain: true, Reason: "keep the lock: held without a renewal of ours: renew before writing"}
 		}
 		if !s.Initialized {
 			return Action{Kind: Bootstrap, Reason: "holding the lock of a cluster whose identity is not recorded yet"}
@@ -282,7 +287,7 @@ func Decide(s Snapshot) Action {
 		}
 		return decideLeaderless(s)
 	}
-	if s.LeaderConfirmedDead && s.Rules.Lossless && s.Initialized {
+	if s.Rules.Lossless && s.Initialized && s.leaderConfirmedDead() {
 		if s.FailsafeLeader != "" && s.FailsafeLeader != s.Self {
 			// We promised a leader, maybe this holder cut from the DCS and
 			// from its replicas' streams, not to race: it stays writable on

@@ -48,8 +48,17 @@ func (b *snap) hungFor(d, bound time.Duration) *snap {
 	b.s.LocalUp, b.s.LocalHungSince, b.s.HangTimeout = false, t0.Add(-d), bound
 	return b
 }
-func (b *snap) canKill() *snap                   { b.s.CanKillLocal = true; return b }
-func (b *snap) confirmedDead() *snap             { b.s.LeaderConfirmedDead = true; return b }
+func (b *snap) canKill() *snap       { b.s.CanKillLocal = true; return b }
+func (b *snap) confirmedDead() *snap { return b.lostBy(time.Second, "db2", "db3") }
+
+// lostBy: these members report the holder lost for d; the window is 1s.
+func (b *snap) lostBy(d time.Duration, names ...string) *snap {
+	b.s.ConfirmWindow = time.Second
+	for _, n := range names {
+		b.s.LeaderLost = append(b.s.LeaderLost, LossReport{Member: n, Leader: b.s.Leader, Instance: b.s.LeaderInstance, LostFor: d})
+	}
+	return b
+}
 func (b *snap) failsafeHeld() *snap              { b.s.FailsafeHeld = true; return b }
 func (b *snap) failsafeLeader(name string) *snap { b.s.FailsafeLeader = name; return b }
 func (b *snap) paused() *snap                    { b.s.Paused = true; return b }
@@ -479,6 +488,10 @@ func TestDecideLossless(t *testing.T) {
 		{"a forced manual failover overrides",
 			promoting().lossless().with("db3", func(m *Member) { m.Reachable = false }).switchover("", "db2", 0).force(),
 			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
+		{"a lock held without a renewal of ours: renew, then decide again at once",
+			cluster().me("db1").primary(), Action{Kind: Lead, RenewOnly: true, DecideAgain: true}},
+		{"paused: renew, and nothing to decide again",
+			cluster().me("db1").primary().paused(), Action{Kind: Lead, RenewOnly: true}},
 	}
 	runActionCases(t, cases)
 }
@@ -531,6 +544,35 @@ func TestDecideTakeOver(t *testing.T) {
 			Action{Kind: Follow, Target: "db1"}},
 	})
 }
+
+// TestDecideDeathQuorum: who counts towards the majority that confirms a
+// holder dead.
+func TestDecideDeathQuorum(t *testing.T) {
+	lossless := func() *snap { return cluster().lossless().gtid("db2", "0-1-101") }
+	takeOver, follow := Action{Kind: TakeOver, Target: "db1"}, Action{Kind: Follow, Target: "db1"}
+	five := func() *snap {
+		b := lossless()
+		b.s.Members = append(b.s.Members, member("db4", "0-1-100"), member("db5", "0-1-100"))
+		return b
+	}
+	runActionCases(t, []actionCase{
+		{"we and one peer of three: a majority", lossless().lostBy(time.Second, "db2", "db3"), takeOver},
+		{"we alone: no majority", lossless().lostBy(time.Second, "db2"), follow},
+		{"the others without us: we may still stream from it", five().lostBy(time.Second, "db3", "db4", "db5"), follow},
+		{"lost for less than the window", lossless().lostBy(900*time.Millisecond, "db2", "db3"), follow},
+		{"ours long enough, the peer's not", lossless().lostBy(time.Second, "db2").lostBy(500*time.Millisecond, "db3"), follow},
+		{"a report counts once", five().lostBy(time.Second, "db2", "db3", "db3"), follow},
+		{"the holder's own report does not count", lossless().lostBy(time.Second, "db2", "db1"), follow},
+		{"two of five: no majority", five().lostBy(time.Second, "db2", "db3"), follow},
+		{"three of five", five().lostBy(time.Second, "db2", "db3", "db4"), takeOver},
+		{"a report about an earlier instance of the holder", lossless().leaderInstance("i2").lostBy(time.Second, "db2").
+			also(LossReport{Member: "db3", Leader: "db1", Instance: "i1", LostFor: time.Minute}), follow},
+		{"a report about another holder", lossless().lostBy(time.Second, "db2").
+			also(LossReport{Member: "db3", Leader: "db3", LostFor: time.Minute}), follow},
+	})
+}
+
+func (b *snap) also(r LossReport) *snap { b.s.LeaderLost = append(b.s.LeaderLost, r); return b }
 
 // TestDecideFailsafe: while the DCS is unreachable, a leader whose every
 // member confirmed it over HTTP keeps leading although its view of the lock
