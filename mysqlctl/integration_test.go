@@ -740,3 +740,19 @@ func TestDeadmanNeedsEventScheduler(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// BenchmarkArmDeadman measures one push of the dead-man switch (the
+// promotion's last step before unfencing) against a live MariaDB.
+func BenchmarkArmDeadman(b *testing.B) {
+	inst := connect(b, mysqltest.Start(b, 1)[0])
+	ctx := context.Background()
+	if err := inst.ArmDeadman(ctx, time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := inst.ArmDeadman(ctx, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
