@@ -35,10 +35,12 @@ build:
 ## test: everything, against real MariaDB, etcd and kube-apiserver. One package
 ## at a time (-p 1): the failover tests measure timing on 2 cores. The HA
 ## loop's packages run first under the race detector (they are fast, and the
-## agent's goroutines share state).
+## agent's goroutines share state). tools/testtime prints what go test would,
+## then the time each package and the slowest tests took.
 test: deps lint
 	$(GO) test -count=1 -race ./agent/ ./failover/ ./ctl/
-	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) build -o bin/testtime ./tools/testtime
+	bash -o pipefail -c '$(GO) test -json -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./... | bin/testtime'
 
 ## unit: the fast tests that need no server.
 unit:
