@@ -60,9 +60,11 @@ bench: deps
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 2s -timeout $(TEST_TIMEOUT) ./...
 
 ## e2e: the end-to-end tests alone: local clusters (e2e/) and the fault
-## scenarios on the real node (e2e/onnode), 3 trials each.
+## scenarios on the real node (e2e/onnode), E2E_TRIALS (3) trials each.
+E2E_TRIALS ?= 3
 e2e: deps
-	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./e2e/...
+	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./e2e/... | grep -v /e2e/onnode$$)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./e2e/onnode/ -args -onnode.trials=$(E2E_TRIALS)
 
 ## bench-failover: every fault scenario on the real node, FAILOVER_TRIALS
 ## trials each (14 x 4 = 56 injections), then a report per scenario: detect,
