@@ -19,8 +19,9 @@ import (
 // address) and, once the stream is lost, its agent (GET /status). When both
 // have been lost for the confirmation window, and a majority of the
 // members, us included, report the same in their /status, the holder is
-// confirmed dead (failover.Snapshot.LeaderLost) and the best candidate takes its lock over without waiting
-// for its ttl (failover.decideTakeOver). A slow holder keeps its stream, a
+// confirmed dead (failover decides it from the reports in
+// Snapshot.LeaderLost) and the best candidate takes its lock over without
+// waiting for its ttl (failover.decideTakeOver). A slow holder keeps its stream, a
 // frozen agent's server keeps streaming, a holder cut off from the network
 // keeps its receivers' connections until their timeout: none of these is
 // confirmed dead.
