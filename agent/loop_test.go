@@ -244,7 +244,7 @@ func TestLoopBootstrapElectsOnePrimary(t *testing.T) {
 	h.round()
 	h.expectPrimary("db1")
 	h.expectReplicaOf("db2", "db1")
-	if h.mysql.byName("db3").seq != 1 {
+	if h.mysql.byName("db3").seq() != 1 {
 		t.Fatal("the write did not replicate")
 	}
 }
@@ -349,7 +349,7 @@ func TestLoopSwitchover(t *testing.T) {
 	h.expectPrimary("db3")
 	h.expectReplicaOf("db1", "db3")
 	h.expectReplicaOf("db2", "db3")
-	if h.mysql.byName("db3").seq != 1 {
+	if h.mysql.byName("db3").seq() != 1 {
 		t.Fatal("the new primary lacks the old primary's write")
 	}
 	cl, _ := h.agents["db1"].store.Cluster(h.ctx)
@@ -402,7 +402,8 @@ func TestLoopErrantReplicaNeverTakesOver(t *testing.T) {
 	h.round()
 	// db2 diverges: replication reset and a local transaction of its own.
 	d := h.mysql.byName("db2")
-	d.source, d.ioRunning, d.seq, d.lastServer = "", false, d.seq+5, d.serverID
+	d.source, d.ioRunning = "", false
+	d.commit(5)
 	h.round()
 	h.round()
 	if h.agents["db2"].errant == "" || d.source != "" {
@@ -527,7 +528,7 @@ func TestLoopReplicaAheadOfPromotingHolderIsNotErrant(t *testing.T) {
 		h.step("db2", "db3")
 	}
 	h.expectPrimary("db3")
-	if d3.seq != h.mysql.byName("db1").seq {
+	if d3.seq() != h.mysql.byName("db1").seq() {
 		t.Fatal("the new primary lacks the dead primary's last write")
 	}
 }
