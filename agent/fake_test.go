@@ -31,6 +31,8 @@ type fakeMySQL struct {
 	// confirmed are the writes whose client was told they committed: at
 	// once without semi-sync, on the first acknowledgement with it.
 	confirmed []txn
+	// deadmenFired counts the dead-man events that fenced a server.
+	deadmenFired int
 }
 
 // txn is one transaction's MariaDB GTID in domain 0.
@@ -225,6 +227,9 @@ func (c *fakeMySQL) fireDeadmenLocked() {
 	now := c.clock.Now()
 	for _, d := range c.dbs {
 		if !d.deadmanAt.IsZero() && !now.Before(d.deadmanAt) && d.up && !d.hung {
+			if !d.readOnly {
+				c.deadmenFired++
+			}
 			d.readOnly, d.deadmanAt = true, time.Time{}
 		}
 	}

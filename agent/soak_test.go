@@ -46,6 +46,7 @@ func TestLoopRandomFaultsNeverSplitTheBrain(t *testing.T) {
 				total.injections += res.injections
 				total.confirmed += res.confirmed
 				total.primaries += res.primaries
+				total.deadmen += res.deadmen
 				for k, v := range res.counts {
 					total.counts[k] += v
 				}
@@ -61,9 +62,9 @@ func TestLoopRandomFaultsNeverSplitTheBrain(t *testing.T) {
 					t.Errorf("SOAK_SEED=%d: %s", seed+uint64(r), res.unsettled)
 				}
 			}
-			t.Logf("semi_sync %s: %d runs from seed %d, %d injections, %d primaries, %d confirmed writes, %d violations, %d unsettled, "+
+			t.Logf("semi_sync %s: %d runs from seed %d, %d injections, %d primaries, %d confirmed writes, %d dead-man fences, %d violations, %d unsettled, "+
 				"%d settled only after agentctl remove of the leftover records; injections by kind: %v",
-				mode, runs, seed, total.injections, total.primaries, total.confirmed, total.violations, total.unsettledRuns,
+				mode, runs, seed, total.injections, total.primaries, total.confirmed, total.deadmen, total.violations, total.unsettledRuns,
 				total.leftoverRuns, total.counts)
 		})
 	}
@@ -81,6 +82,8 @@ type soakResult struct {
 	// confirmed counts the writes clients were told committed; primaries
 	// the times a server became the only writable one.
 	confirmed, primaries int
+	// deadmen counts the dead-man events that fenced a writable server.
+	deadmen int
 }
 
 func soakRun(t *testing.T, seed uint64, mode dcs.SemiSyncMode, verbose bool) soakResult {
@@ -281,7 +284,7 @@ func soakRun(t *testing.T, seed uint64, mode dcs.SemiSyncMode, verbose bool) soa
 		h.advance(time.Minute, names...)
 	}
 	h.mysql.mu.Lock()
-	res.confirmed = len(h.mysql.confirmed)
+	res.confirmed, res.deadmen = len(h.mysql.confirmed), h.mysql.deadmenFired
 	h.mysql.mu.Unlock()
 	if res.violation != "" {
 		return res
