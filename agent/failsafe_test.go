@@ -132,7 +132,7 @@ func TestLoopFailsafeLateMemberDoesNotRace(t *testing.T) {
 	h.advance(h.config.TTL, h.names...)
 	delete(h.unreachable, "db4")
 	h.names = append(h.names, "db4")
-	h.mysql.byName("db4").seq = 1000 // the most complete data: it would win a race
+	h.mysql.byName("db4").commit(1000) // the most complete data: it would win a race
 	h.advance(4*h.config.TTL, h.names...)
 	if w := h.mysql.writable(); len(w) != 1 || w[0] != "db1" {
 		t.Fatalf("writable %v, want [db1]", w)

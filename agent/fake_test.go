@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -19,7 +20,25 @@ import (
 type fakeMySQL struct {
 	mu  sync.Mutex
 	dbs map[string]*fakeDB // by addr
+	// stream, when set, delivers each write at once to the replicas
+	// streaming from the writer for which it returns true (a silent
+	// agent's mysqld receives too); otherwise a replica receives only when
+	// observed.
+	stream func(replica string) bool
+	// clock, when set, makes an armed dead-man event fire: the server
+	// turns read-only at the time it was armed for.
+	clock interface{ Now() time.Time }
+	// confirmed are the writes whose client was told they committed: at
+	// once without semi-sync, on the first acknowledgement with it.
+	confirmed []txn
+	// deadmenFired counts the dead-man events that fenced a server.
+	deadmenFired int
 }
+
+// txn is one transaction's MariaDB GTID in domain 0.
+type txn struct{ server, seq int }
+
+func (x txn) String() string { return fmt.Sprintf("0-%d-%d", x.server, x.seq) }
 
 type fakeDB struct {
 	c        *fakeMySQL
@@ -28,13 +47,17 @@ type fakeDB struct {
 	serverID int
 	up       bool
 	readOnly bool
-	// Executed history: last (server, seq) in domain 0.
-	lastServer, seq int
-	source          string // addr; "" when not a replica
-	ioRunning       bool
-	behind          int64 // Seconds_Behind_Master reported while replicating
-	semiSource      bool
-	semiReplica     bool
+	// hist is the executed history, in order; relay is what the receiver
+	// got beyond it, not applied yet.
+	hist, relay []txn
+	source      string // addr; "" when not a replica
+	ioRunning   bool
+	// ioErrno: the receiver stopped on an error (1236: the source's
+	// binary log lacks our history, a fork).
+	ioErrno     int
+	behind      int64 // Seconds_Behind_Master reported while replicating
+	semiSource  bool
+	semiReplica bool
 
 	// Faults a test injects: each makes the named call fail without effect,
 	// as a call that timed out does. unreachable makes dials and
@@ -62,6 +85,13 @@ type fakeDB struct {
 	// applyStopped: the replica applies nothing (a stopped SQL thread),
 	// so it falls behind its source.
 	applyStopped bool
+	// sqlBroken: the SQL thread stopped on an error; the receiver goes on
+	// filling the relay log, which is retrieved but never applied.
+	sqlBroken bool
+	// waiting are client writes on this server waiting for a semi-sync
+	// acknowledgement; deadmanAt is when the armed dead-man event fires.
+	waiting   []txn
+	deadmanAt time.Time
 }
 
 // errTimedOut is what a call that ran into its deadline returns.
@@ -118,6 +148,7 @@ func (c *fakeMySQL) dial(_ context.Context, addr string) (Database, error) {
 func (c *fakeMySQL) writable() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.fireDeadmenLocked()
 	var out []string
 	for _, d := range c.dbs {
 		if d.up && !d.readOnly && !d.hung {
@@ -128,16 +159,80 @@ func (c *fakeMySQL) writable() []string {
 }
 
 // write commits one transaction on name; false if it is read-only or down.
+// With semi-sync on, its client is told only once a replica acknowledges.
 func (c *fakeMySQL) write(name string) bool {
 	d := c.byName(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.fireDeadmenLocked()
 	if !d.up || d.readOnly || d.hung {
 		return false
 	}
-	d.seq++
-	d.lastServer = d.serverID
+	d.commitLocked(1)
+	if d.semiSource {
+		d.waiting = append(d.waiting, d.last())
+	} else {
+		c.confirmed = append(c.confirmed, d.last())
+	}
+	if c.stream != nil {
+		for _, r := range c.dbs {
+			if r.source == d.addr && c.stream(r.name) {
+				r.syncLocked()
+			}
+		}
+	}
 	return true
+}
+
+// commit runs n transactions on d whatever its state (a user with the
+// privilege to bypass read_only), without telling a client.
+func (d *fakeDB) commit(n int) {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	d.commitLocked(n)
+}
+
+func (d *fakeDB) commitLocked(n int) {
+	for range n {
+		d.hist = append(d.hist, txn{d.serverID, d.last().seq + 1})
+	}
+}
+
+// crash stops d; its clients' waiting writes fail.
+func (d *fakeDB) crash() {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	d.up, d.hung, d.waiting = false, false, nil
+}
+
+// has reports whether d executed x.
+func (d *fakeDB) has(x txn) bool {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	return slices.Contains(d.hist, x)
+}
+
+// seq is the seq_no of d's last executed transaction.
+func (d *fakeDB) seq() int {
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	return d.last().seq
+}
+
+// fireDeadmenLocked runs the dead-man events that are due.
+func (c *fakeMySQL) fireDeadmenLocked() {
+	if c.clock == nil {
+		return
+	}
+	now := c.clock.Now()
+	for _, d := range c.dbs {
+		if !d.deadmanAt.IsZero() && !now.Before(d.deadmanAt) && d.up && !d.hung {
+			if !d.readOnly {
+				c.deadmenFired++
+			}
+			d.readOnly, d.deadmanAt = true, time.Time{}
+		}
+	}
 }
 
 func (d *fakeDB) pidFile() string { return "/run/mysqld/" + d.name + ".pid" }
@@ -149,30 +244,76 @@ func (c *fakeMySQL) kill(_ context.Context, pidFile string) (int, error) {
 	defer c.mu.Unlock()
 	for _, d := range c.dbs {
 		if d.up && d.pidFile() == pidFile {
-			d.up, d.hung = false, false
+			d.up, d.hung, d.waiting = false, false, nil
 			return 1000 + d.serverID, nil
 		}
 	}
 	return 0, fmt.Errorf("no mysqld process holds %s", pidFile)
 }
 
-func (d *fakeDB) pos() string {
-	if d.seq == 0 {
-		return ""
+func (d *fakeDB) last() txn {
+	if len(d.hist) == 0 {
+		return txn{}
 	}
-	return fmt.Sprintf("0-%d-%d", d.lastServer, d.seq)
+	return d.hist[len(d.hist)-1]
 }
 
-// syncLocked applies the source's history if the replica can reach it.
+func (d *fakeDB) pos() string {
+	if len(d.hist) == 0 {
+		return ""
+	}
+	return d.last().String()
+}
+
+// retrievedPos is the last transaction received, applied or not.
+func (d *fakeDB) retrievedPos() string {
+	if len(d.relay) > 0 {
+		return d.relay[len(d.relay)-1].String()
+	}
+	return d.pos()
+}
+
+// syncLocked receives the source's history if the replica can reach it,
+// acknowledging it when semi-sync is on at both ends, and applies the
+// relay log unless the SQL thread is stopped. A source whose history
+// does not contain ours fails the receiver with 1236, as MariaDB does.
 func (d *fakeDB) syncLocked() {
-	if d.source == "" || !d.ioRunning || d.applyStopped {
+	if d.applyStopped {
+		return
+	}
+	defer func() {
+		if !d.sqlBroken {
+			d.hist, d.relay = append(d.hist, d.relay...), nil
+		}
+	}()
+	if d.source == "" || !d.ioRunning || !d.up || d.hung {
 		return
 	}
 	src, ok := d.c.dbs[d.source]
-	if ok && src.up && !src.cutFromPeers && src.seq >= d.seq {
-		d.seq, d.lastServer = src.seq, src.lastServer
+	if !ok || !src.up || src.hung || src.cutFromPeers {
+		return
+	}
+	got := append(slices.Clone(d.hist), d.relay...)
+	switch {
+	case isPrefix(got, src.hist):
+		d.relay = append(d.relay, src.hist[len(got):]...)
+		if d.semiReplica && src.semiSource {
+			// The acknowledgement: the waiting clients of what we now hold
+			// are told their writes committed.
+			src.waiting = slices.DeleteFunc(src.waiting, func(x txn) bool {
+				if slices.Contains(d.relay, x) || slices.Contains(d.hist, x) {
+					d.c.confirmed = append(d.c.confirmed, x)
+					return true
+				}
+				return false
+			})
+		}
+	case !isPrefix(src.hist, got):
+		d.ioRunning, d.ioErrno = false, 1236
 	}
 }
+
+func isPrefix(p, of []txn) bool { return len(p) <= len(of) && slices.Equal(p, of[:len(p)]) }
 
 func (d *fakeDB) check() error {
 	if d.unreachable || d.hung {
@@ -195,6 +336,7 @@ func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
 		return mysqlctl.Observation{}, err
 	}
 	d.syncLocked()
+	d.c.fireDeadmenLocked()
 	o := mysqlctl.Observation{Status: mysqlctl.Status{
 		ServerID: uint32(d.serverID), ReadOnly: d.readOnly, GTIDExecuted: d.pos(), GTIDSlavePos: d.pos(), PIDFile: d.pidFile(),
 		LogBin: !d.noBinlog, LogReplicaUpdates: true,
@@ -212,7 +354,14 @@ func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
 		}
 		behind := d.behind
 		o.Replica = &mysqlctl.ReplicaStatus{SourceHost: host, SourcePort: p, IOThread: io, SQLThread: mysqlctl.ThreadRunning,
-			RetrievedGTID: d.pos(), ExecutedGTID: d.pos(), AutoPosition: true, SecondsBehind: &behind}
+			RetrievedGTID: d.retrievedPos(), ExecutedGTID: d.pos(), AutoPosition: true, SecondsBehind: &behind}
+		if d.ioErrno != 0 {
+			o.Replica.IOThread, o.Replica.LastIOErrno = mysqlctl.ThreadStopped, d.ioErrno
+			o.Replica.LastIOError = "could not find GTID state requested by slave in any binlog files"
+		}
+		if d.sqlBroken {
+			o.Replica.SQLThread, o.Replica.LastSQLErrno, o.Replica.LastSQLError = mysqlctl.ThreadStopped, 1062, "Duplicate entry"
+		}
 	}
 	return o, nil
 }
@@ -292,7 +441,13 @@ func (d *fakeDB) Fence(context.Context) error {
 }
 func (d *fakeDB) Unfence(context.Context) error { return d.locked(func() { d.readOnly = false }) }
 func (d *fakeDB) ArmDeadman(_ context.Context, after time.Duration) error {
-	if err := d.fail(&d.deadmanErr, func() { d.deadmanArms++; d.deadmanAfter = after }); err != nil {
+	if err := d.fail(&d.deadmanErr, func() {
+		d.deadmanArms++
+		d.deadmanAfter = after
+		if d.c.clock != nil {
+			d.deadmanAt = d.c.clock.Now().Add(after)
+		}
+	}); err != nil {
 		return err
 	}
 	return d.faultOf(&d.deadmanErr)
@@ -307,14 +462,17 @@ func (d *fakeDB) StopReplicationIO(context.Context) error {
 	return d.faultOf(&d.stopIOErr)
 }
 func (d *fakeDB) StartReplication(context.Context) error {
-	return d.locked(func() { d.ioRunning = d.source != "" })
+	return d.locked(func() { d.ioRunning, d.ioErrno = d.source != "", 0 })
 }
+
+// ResetReplication and ReplicateFrom drop the relay log, as RESET SLAVE
+// and CHANGE MASTER do: what was received and not applied is gone.
 func (d *fakeDB) ResetReplication(context.Context) error {
-	return d.locked(func() { d.source, d.ioRunning = "", false })
+	return d.locked(func() { d.source, d.ioRunning, d.ioErrno, d.relay = "", false, 0, nil })
 }
 func (d *fakeDB) ReplicateFrom(_ context.Context, src mysqlctl.Source) error {
 	return d.locked(func() {
-		d.source, d.ioRunning = net.JoinHostPort(src.Host, strconv.Itoa(src.Port)), true
+		d.source, d.ioRunning, d.ioErrno, d.relay = net.JoinHostPort(src.Host, strconv.Itoa(src.Port)), true, 0, nil
 		d.syncLocked()
 	})
 }
@@ -325,7 +483,7 @@ func (d *fakeDB) WaitForGTID(_ context.Context, set string, _ time.Duration) err
 		if set != "" && set != d.pos() {
 			var server, seq int
 			fmt.Sscanf(set, "0-%d-%d", &server, &seq)
-			if d.seq < seq {
+			if d.last().seq < seq {
 				err = mysqlctl.ErrTimeout
 			}
 		}

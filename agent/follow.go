@@ -153,8 +153,13 @@ func (a *Agent) replicationSource(addr string) mysqlctl.Source {
 // read-only is promoting, and its history is not final: no verdict yet. It runs at every
 // observation, since a transaction can be written to a replica by a user
 // with the privilege to bypass read-only at any time.
+//
+// A member that executed nothing has nothing errant, but one that received
+// transactions it has not applied waits too: repointing (CHANGE MASTER)
+// drops its relay log, which may hold the only copy of an acknowledged
+// write the promoting holder must fetch or wait for.
 func (a *Agent) checkErrant(ctx context.Context, leader dcs.Member, obs mysqlctl.Observation) bool {
-	if obs.Status.GTIDExecuted == "" {
+	if obs.Status.GTIDExecuted == "" && (obs.Replica == nil || obs.Replica.RetrievedGTID == "") {
 		a.errant = ""
 		return true
 	}

@@ -121,7 +121,7 @@ func TestLoopHandedLockPromotesWhileRenewing(t *testing.T) {
 	<-done
 	h.round()
 	h.expectPrimary("db3")
-	if db3.seq != 1 {
+	if db3.seq() != 1 {
 		t.Fatal("the new primary lacks the old primary's write")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -36,6 +37,14 @@ type loopHarness struct {
 	config dcs.Config
 	// canKill gives the agents built from now on a KillMySQL.
 	canKill bool
+	// noFailover: the agents of these members, built from now on, run
+	// with --nofailover.
+	noFailover map[string]bool
+	// check, when set, replaces the split-brain check run after every
+	// iteration (name's).
+	check func(name string)
+	// log, when set, is the agents' logger instead of the test's.
+	log *zap.Logger
 }
 
 type fakeLabels struct {
@@ -82,11 +91,17 @@ func newLoopHarness(t *testing.T, names ...string) *loopHarness {
 // newLoopHarnessWith starts the agents with config as their bootstrap
 // cluster config.
 func newLoopHarnessWith(t *testing.T, config dcs.Config, names ...string) *loopHarness {
-	h := &loopHarness{
+	return newLoopHarnessLogged(t, config, nil, names...)
+}
+
+// newLoopHarnessLogged is newLoopHarnessWith whose agents log to log; nil
+// is the test's log.
+func newLoopHarnessLogged(t *testing.T, config dcs.Config, log *zap.Logger, names ...string) *loopHarness {
+	h := &loopHarness{log: log,
 		t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)),
 		srv: memory.NewServer("test"), mysql: newFakeMySQL(names...),
 		labels: &fakeLabels{roles: map[string]dcs.Role{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
-		ctx: context.Background(), config: config,
+		ctx: context.Background(), config: config, noFailover: map[string]bool{},
 	}
 	for _, n := range names {
 		h.startAgent(n)
@@ -116,11 +131,15 @@ func (h *loopHarness) newAgent(name, dbName, apiName string, wrap func(Store) St
 		store = wrap(mem)
 	}
 	db := h.mysql.byName(dbName)
+	log := h.log
+	if log == nil {
+		log = zaptest.NewLogger(h.t)
+	}
 	a, err := New(Config{
 		Cluster: "test", Name: name, MySQLAddr: db.addr, APIURL: "http://" + apiName + ":8008",
-		ReplicationUser: "repl", Bootstrap: h.config,
+		ReplicationUser: "repl", Bootstrap: h.config, NoFailover: h.noFailover[name],
 	}, Deps{Store: store, LocalAddr: db.addr, Dial: h.mysql.dialFrom(dbName), Labeler: h.labels, Clock: h.clock,
-		Metrics: NewMetrics(prometheus.NewRegistry(), "test", name), Logger: zaptest.NewLogger(h.t).Named(apiName),
+		Metrics: NewMetrics(prometheus.NewRegistry(), "test", name), Logger: log.Named(apiName),
 		PeerStatus: h.peerStatus, KillMySQL: h.killer(), PeerFailsafe: h.peerFailsafe(apiName)})
 	if err != nil {
 		h.t.Fatal(err)
@@ -172,10 +191,30 @@ func (h *loopHarness) step(names ...string) {
 		// As Run does: iterate again at once while the action asks for it.
 		for redo, i := true, 0; redo && i < maxRedo; i++ {
 			redo = h.agents[n].iterate(h.ctx, false)
-			if w := h.mysql.writable(); len(w) > 1 {
+			h.pushDeadman(n)
+			if h.check != nil {
+				h.check(n)
+			} else if w := h.mysql.writable(); len(w) > 1 {
 				h.t.Fatalf("split brain after %s's iteration: %v are writable", n, w)
 			}
 		}
+	}
+}
+
+// pushDeadman does what name's deadmanPusher goroutine would after the
+// iteration: push the dead-man event back when the deadline moved. Only
+// when the fake fires dead-man events; the other tests run no pusher.
+func (h *loopHarness) pushDeadman(name string) {
+	a := h.agents[name]
+	if h.mysql.clock == nil || a.db == nil {
+		return
+	}
+	select {
+	case <-a.pushDeadman:
+		if a.deadmanArmed.Load() && a.hasDeadline() {
+			a.armDeadman(h.ctx, a.db)
+		}
+	default:
 	}
 }
 
@@ -244,7 +283,7 @@ func TestLoopBootstrapElectsOnePrimary(t *testing.T) {
 	h.round()
 	h.expectPrimary("db1")
 	h.expectReplicaOf("db2", "db1")
-	if h.mysql.byName("db3").seq != 1 {
+	if h.mysql.byName("db3").seq() != 1 {
 		t.Fatal("the write did not replicate")
 	}
 }
@@ -349,7 +388,7 @@ func TestLoopSwitchover(t *testing.T) {
 	h.expectPrimary("db3")
 	h.expectReplicaOf("db1", "db3")
 	h.expectReplicaOf("db2", "db3")
-	if h.mysql.byName("db3").seq != 1 {
+	if h.mysql.byName("db3").seq() != 1 {
 		t.Fatal("the new primary lacks the old primary's write")
 	}
 	cl, _ := h.agents["db1"].store.Cluster(h.ctx)
@@ -402,7 +441,8 @@ func TestLoopErrantReplicaNeverTakesOver(t *testing.T) {
 	h.round()
 	// db2 diverges: replication reset and a local transaction of its own.
 	d := h.mysql.byName("db2")
-	d.source, d.ioRunning, d.seq, d.lastServer = "", false, d.seq+5, d.serverID
+	d.source, d.ioRunning = "", false
+	d.commit(5)
 	h.round()
 	h.round()
 	if h.agents["db2"].errant == "" || d.source != "" {
@@ -527,7 +567,7 @@ func TestLoopReplicaAheadOfPromotingHolderIsNotErrant(t *testing.T) {
 		h.step("db2", "db3")
 	}
 	h.expectPrimary("db3")
-	if d3.seq != h.mysql.byName("db1").seq {
+	if d3.seq() != h.mysql.byName("db1").seq() {
 		t.Fatal("the new primary lacks the dead primary's last write")
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -135,4 +136,37 @@ func TestLoopLosslessLeftoverRecordDoesNotBlockPromotion(t *testing.T) {
 	h.mysql.byName("db1").up = false
 	h.advance(15*time.Second, "db2")
 	h.expectPrimary("db2")
+}
+
+// A replica whose SQL thread broke holds an acknowledged write only in its
+// relay log, and has executed nothing. It must not repoint to the promoting
+// holder (CHANGE MASTER drops the relay log) before that holder is
+// writable: the holder would then see the write nowhere and promote
+// without it. Found by the random-fault loop test (SOAK_SEED=1921, strict).
+func TestLoopLosslessRelayOnlyAcknowledgerKeepsItsRelayLog(t *testing.T) {
+	h := newLoopHarnessWith(t, strictConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.round()
+	db2, db3 := h.mysql.byName("db2"), h.mysql.byName("db3")
+	h.mysql.mu.Lock()
+	db2.sqlBroken, db3.ioRunning = true, false
+	h.mysql.mu.Unlock()
+	h.mysql.write("db1")
+	db2.Observe(h.ctx) // db2 receives and acknowledges it, and cannot apply it
+	h.mysql.mu.Lock()
+	acked := slices.Clone(h.mysql.confirmed)
+	h.mysql.mu.Unlock()
+	if len(acked) != 1 || db2.pos() != "" {
+		t.Fatalf("test bug: confirmed %v, db2 executed %q", acked, db2.pos())
+	}
+	h.kill9("db1")
+	for range 20 {
+		h.clock.Step(time.Second)
+		h.step("db2", "db3")
+		for _, w := range h.mysql.writable() {
+			if !h.mysql.byName(w).has(acked[0]) {
+				t.Fatalf("%s writable without the acknowledged write %s", w, acked[0])
+			}
+		}
+	}
 }

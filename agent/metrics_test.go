@@ -237,7 +237,8 @@ func TestLoopMetricsErrant(t *testing.T) {
 	h.mysql.write("db1")
 	h.round()
 	d := h.mysql.byName("db2")
-	d.source, d.ioRunning, d.seq, d.lastServer = "", false, d.seq+5, d.serverID
+	d.source, d.ioRunning = "", false
+	d.commit(5)
 	h.round()
 	h.round()
 	wantGauge(t, "errant replica: errant", h.agents["db2"].metrics.Errant, 1)
