@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -265,6 +266,22 @@ func (d *fakeDB) pos() string {
 	return d.last().String()
 }
 
+// binlogState is @@gtid_binlog_state: the last transaction each server
+// wrote in the history (domain 0), ordered by server id.
+func (d *fakeDB) binlogState() string {
+	last := map[int]int{}
+	for _, x := range d.hist {
+		last[x.server] = max(last[x.server], x.seq)
+	}
+	var out []string
+	for id := range 1000 {
+		if seq, ok := last[id]; ok {
+			out = append(out, txn{server: id, seq: seq}.String())
+		}
+	}
+	return strings.Join(out, ",")
+}
+
 // retrievedPos is the last transaction received, applied or not.
 func (d *fakeDB) retrievedPos() string {
 	if len(d.relay) > 0 {
@@ -338,7 +355,7 @@ func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
 	d.syncLocked()
 	d.c.fireDeadmenLocked()
 	o := mysqlctl.Observation{Status: mysqlctl.Status{
-		ServerID: uint32(d.serverID), ReadOnly: d.readOnly, GTIDExecuted: d.pos(), GTIDSlavePos: d.pos(), PIDFile: d.pidFile(),
+		ServerID: uint32(d.serverID), ReadOnly: d.readOnly, GTIDExecuted: d.pos(), GTIDSlavePos: d.pos(), GTIDBinlogState: d.binlogState(), PIDFile: d.pidFile(),
 		LogBin: !d.noBinlog, LogReplicaUpdates: true,
 		SemiSync: d.semiSyncLocked(),
 	}}

@@ -359,7 +359,7 @@ func (a *Agent) trackAcknowledgers(o observed) {
 		if m.Name == a.self.Name {
 			continue
 		}
-		p := failover.AckPeer{Name: m.Name}
+		p := failover.AckPeer{Name: m.Name, Live: !m.Stale}
 		if pr, ok := o.peers[m.Name]; ok && pr.reachable {
 			p.Streaming = pullingFrom(pr.obs) == a.self.MySQLAddr && pr.obs.Status.SemiSync.ReplicaEnabled
 			p.Executed = pr.obs.Status.GTIDExecuted

@@ -197,7 +197,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 				// It answered us just now, whatever its agent last saw.
 				fm.Healthy = true
 				fm.Writable, fm.PullingFrom = p.obs.Status.Writable(), pullingFrom(p.obs)
-				fm.Executed = p.obs.Status.GTIDExecuted
+				fm.Executed, fm.BinlogState = p.obs.Status.GTIDExecuted, p.obs.Status.GTIDBinlogState
 				fm.Retrieved, fm.ReplicationBroken = "", false
 				if r := p.obs.Replica; r != nil {
 					fm.Retrieved, fm.ReplicationBroken = r.RetrievedGTID, r.Broken()
@@ -222,7 +222,7 @@ func (a *Agent) selfMember(obs mysqlctl.Observation, localErr error) failover.Me
 	m := failover.Member{
 		Name: a.self.Name, Fresh: true, Healthy: localErr == nil, NoFailover: a.self.NoFailover,
 		Priority: a.self.FailoverPriority, Errant: a.errant != "", Executed: obs.Status.GTIDExecuted, Lag: a.lag.at(a.clock.Now()),
-		Misconfigured: a.misconfigured,
+		Misconfigured: a.misconfigured, BinlogState: obs.Status.GTIDBinlogState,
 	}
 	if r := obs.Replica; r != nil {
 		m.Retrieved = r.RetrievedGTID

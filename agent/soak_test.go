@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,8 +130,8 @@ func soakRun(t *testing.T, seed uint64, mode dcs.SemiSyncMode, verbose bool) soa
 		h.mysql.mu.Unlock()
 		for _, x := range confirmed {
 			if !d.has(x) {
-				res.violation = fmt.Sprintf("after %s's iteration: %s is writable without the acknowledged write %s (its history ends at %s)",
-					after, w[0], x, d.pos())
+				res.violation = fmt.Sprintf("after %s's iteration: %s is writable without the acknowledged write %s (its history ends at %s)\n%s",
+					after, w[0], x, d.pos(), h.describeServers())
 				return
 			}
 		}
@@ -339,4 +340,29 @@ func keys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// describeServers is every fake server's state and member record, for a
+// violation's report.
+func (h *loopHarness) describeServers() string {
+	var b strings.Builder
+	var cl *dcs.Cluster
+	if st, err := h.srv.NewStore(memory.Options{Member: "dump", Clock: h.clock}); err == nil {
+		cl, _ = st.Cluster(h.ctx)
+		st.Close()
+	}
+	if cl != nil && cl.Leader != nil {
+		fmt.Fprintf(&b, "  lock: %s expired %v\n", cl.Leader.Holder, cl.Leader.Expired)
+	}
+	for _, n := range h.names {
+		d := h.mysql.byName(n)
+		h.mysql.mu.Lock()
+		fmt.Fprintf(&b, "  %s: up %v ro %v hist %v relay %v source %q io %v errno %d semiReplica %v unreachable %v\n",
+			n, d.up, d.readOnly, d.hist, d.relay, d.source, d.ioRunning, d.ioErrno, d.semiReplica, d.unreachable)
+		h.mysql.mu.Unlock()
+		if m, ok := cl.Member(n); cl != nil && ok {
+			fmt.Fprintf(&b, "     record: role %s stale %v executed %q retrieved %q tags %v\n", m.Role, m.Stale, m.GTIDExecuted, m.GTIDRetrieved, m.Tags)
+		}
+	}
+	return b.String()
 }

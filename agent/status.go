@@ -214,7 +214,10 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	if ss := st.SemiSync; ss != nil && ss.Async {
 		m.Tags[failover.TagAsync] = "streams without acknowledging"
 	}
-	if a.acknowledgers != nil && a.role == dcs.RolePrimary {
+	if a.acknowledgers != nil {
+		// Also while our mysqld does not answer (role unknown) and after
+		// we gave the lock up: the candidate needs the list of our term,
+		// and it marks us as its old primary (failover.unseenAcknowledgers).
 		m.Tags[failover.TagAcknowledgers] = failover.FormatAcknowledgers(a.acknowledgers)
 	}
 	if ss := st.SemiSync; ss != nil && ss.Stalled != "" && a.role == dcs.RolePrimary {
@@ -264,6 +267,9 @@ func (a *Agent) setRole(ctx context.Context, r dcs.Role) {
 	a.log.Info("role changed", zap.String("from", roleName(a.role)), zap.String("to", roleName(r)))
 	a.role = r
 	a.metrics.setRole(r)
+	if r == dcs.RoleReplica {
+		a.acknowledgers = nil // our term as primary is over
+	}
 }
 
 // fetchPeers asks every other member's API for its live status, in parallel,

@@ -24,16 +24,22 @@ type AckPeer struct {
 	// Streaming: its mysqld answered, pulling from us with its semi-sync
 	// receiver on: it acknowledges our writes now.
 	Streaming bool
+	// Live: its record is fresh: its agent runs, and may start its
+	// receiver at any moment, also after the last list we publish.
+	Live bool
 	// Executed and Retrieved are its history, when it answered.
 	Executed, Retrieved string
 }
 
 // TrackAcknowledgers is the primary's list of possible acknowledgers after
 // this iteration. listed maps each listed member to what it may hold
-// beyond the others: "" while it streams, else our executed set when it was
-// first seen not streaming (it can have acknowledged nothing after that
-// unless it is still connected, which clients rules out). A member joins
-// the list when it streams. It leaves once it does not stream, our
+// beyond the others: "" while it streams or its agent is live, else our
+// executed set when it was first seen neither (it can have acknowledged
+// nothing after that unless it is still connected, which clients rules
+// out). A member joins the list when it streams, and whenever its record is
+// fresh: our agent may die, our mysqld live on, and such a member start
+// streaming and acknowledge after our last list (found by the random-fault
+// loop test). It leaves once it neither streams nor is live, our
 // semi-sync clients are no more than the members that do (so it is not
 // one of them, connected behind a path our probe cannot take), and a
 // streaming member's history holds all it may have acknowledged. So every
@@ -50,7 +56,7 @@ func TrackAcknowledgers(flavor gtid.Flavor, listed map[string]string, peers []Ac
 	}
 	out := map[string]string{}
 	for _, p := range peers {
-		if p.Streaming {
+		if p.Streaming || p.Live {
 			out[p.Name] = ""
 			continue
 		}

@@ -519,9 +519,15 @@ func (s Snapshot) dataGap() gap {
 			continue
 		}
 		missing := ours.Missing(held)
-		switch {
-		case missing == 0:
+		if missing == 0 {
+			if forked := forkedFrom(s.Flavor, self, m); forked != "" {
+				blocked = append(blocked, fmt.Sprintf("%s holds %s, which we lack although our position is not behind: "+
+					"our histories forked, and it cannot be fetched by replication (an old primary's tail, ours or its, "+
+					"must go first)", m.Name, forked))
+			}
 			continue
+		}
+		switch {
 		case m.Errant:
 			blocked = append(blocked, fmt.Sprintf("%s holds %d transactions we lack besides its errant ones, "+
 				"and replicating from it would copy those too", m.Name, missing))
@@ -546,6 +552,29 @@ func (s Snapshot) dataGap() gap {
 		fetch.why = strings.Join(blocked, "; ")
 	}
 	return fetch
+}
+
+// forkedFrom (MariaDB) lists the transactions of m's binary log that our
+// history lacks although its position is not ahead of ours: the two
+// histories forked (an old primary kept a tail of writes nobody
+// acknowledged, while a new primary wrote the same seq_nos), so comparing
+// positions would take one branch for the other's future. m's own errant
+// transactions do not count. "" when both binlog states are not known.
+func forkedFrom(flavor gtid.Flavor, self, m Member) string {
+	if flavor != gtid.MariaDB || self.BinlogState == "" || m.BinlogState == "" {
+		return ""
+	}
+	lacking, err := gtid.ErrantMariaDBState(m.BinlogState, self.BinlogState)
+	if err != nil || lacking == "" {
+		return ""
+	}
+	var out []string
+	for _, g := range strings.Split(lacking, ",") {
+		if !slices.Contains(strings.Split(m.ErrantGTIDs, ","), g) {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // fetchable is what member m holds (its history less its errant
@@ -579,7 +608,12 @@ func (s Snapshot) fetchable(m Member) (held, served gtid.History, err error) {
 // transaction is acknowledged once one replica has it, so only when we have
 // read every such replica's history (and none is ahead: betterPeer) do we
 // hold every acknowledged transaction. The old primary acknowledged
-// nothing to itself. A member whose mysqld is down counts: its relay log
+// nothing to itself: a member recorded as the primary, or the lock's
+// former holder when its record lists acknowledgers (a lossless primary's,
+// whose role reads unknown while its mysqld hangs). The former holder is
+// not the old primary by that alone: it may have taken the lock, never
+// unfenced, and streamed from the writable old primary all along (found by
+// the random-fault loop test). A member whose mysqld is down counts: its relay log
 // is still on its disk. A member with a stale record that the old
 // primary's TagAcknowledgers leaves out does not: that primary saw every
 // write it may have acknowledged on a listed member (a scaled-down
@@ -591,7 +625,8 @@ func (s Snapshot) unseenAcknowledgers() []string {
 	former, _ := find(s.Members, s.FormerLeader)
 	var out []string
 	for _, m := range s.Members {
-		if m.Name == s.Self || m.Name == s.FormerLeader || m.Primary || m.Async || (m.Observed && m.Reachable) {
+		wasPrimary := m.Primary || m.Name == s.FormerLeader && m.AcknowledgersKnown
+		if m.Name == s.Self || wasPrimary || m.Async || (m.Observed && m.Reachable) {
 			continue
 		}
 		if former.AcknowledgersKnown && m.RecordStale && !slices.Contains(former.Acknowledgers, m.Name) {

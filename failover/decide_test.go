@@ -375,7 +375,24 @@ func TestDecideDataBeforeEligibility(t *testing.T) {
 		}
 		return b
 	}
+	// MariaDB binlog states: we (db2) kept an old primary's tail 0-2-101..
+	// 0-2-105 that nobody acknowledged, while db3 followed the new
+	// primary db1's acknowledged 0-1-101..0-1-103: by position we look
+	// ahead, by state the histories forked.
+	forked := func(b *snap) *snap {
+		b.s.Members[1].Executed, b.s.Members[1].BinlogState = "0-2-105", "0-1-100,0-2-105"
+		b.s.Members[2].Executed, b.s.Members[2].BinlogState = "0-1-103", "0-1-103"
+		return b
+	}
 	cases := []actionCase{
+		{"MariaDB, our position ahead but the histories forked: do not unfence",
+			forked(promoting().lossless()), Action{Kind: Promote}},
+		{"the same peer's forked transactions known errant do not count",
+			forked(promoting().lossless()).with("db3", func(m *Member) { m.Errant, m.ErrantGTIDs = true, "0-1-103" }),
+			Action{Kind: Promote, Unfence: true}},
+		{"binlog states that agree: a peer behind holds nothing we lack",
+			forked(promoting().lossless()).with("db3", func(m *Member) { m.Executed, m.BinlogState = "0-2-104", "0-1-100,0-2-104" }),
+			Action{Kind: Promote, Unfence: true}},
 		{"a nofailover member holds a write we lack: take it from it first",
 			promoting().with("db3", ahead(nofailover)),
 			Action{Kind: Promote, CatchUpFrom: "db3", CatchUpTo: "0-1-101"}},
@@ -462,8 +479,11 @@ func TestDecideLossless(t *testing.T) {
 			promoting().lossless().with("db3", func(m *Member) { m.Observed, m.Reachable = false, false }),
 			Action{Kind: Promote}},
 		{"the old primary unreachable does not hold: it acknowledged nothing",
-			promoting().lossless().with("db1", func(m *Member) { m.Reachable = false }),
+			promoting().lossless().with("db1", func(m *Member) { m.Reachable, m.Primary = false, true }),
 			Action{Kind: Promote, Unfence: true, Unverified: []string{"db1"}}},
+		{"a former lock holder that never became primary may have acknowledged another's writes: hold",
+			promoting().lossless().with("db1", func(m *Member) { m.Reachable = false }),
+			Action{Kind: Promote}},
 		{"a member recorded as primary unreachable does not hold",
 			promoting().lossless().with("db3", func(m *Member) { m.Reachable, m.Primary = false, true }),
 			Action{Kind: Promote, Unfence: true, Unverified: []string{"db3"}}},
@@ -669,6 +689,15 @@ func TestTrackAcknowledgers(t *testing.T) {
 		{"nobody streams: nobody leaves",
 			map[string]string{"db3": "0-1-100"}, []AckPeer{gone("db2"), gone("db3")}, "0-1-100", 0,
 			map[string]string{"db3": "0-1-100"}},
+		{"a live member that does not stream is listed: it may start to after our last list",
+			nil, []AckPeer{streams("db2", "0-1-100"), {Name: "db3", Live: true}}, "0-1-100", 1,
+			map[string]string{"db2": "", "db3": ""}},
+		{"and stays while live, whoever holds what it may have acknowledged",
+			map[string]string{"db2": "", "db3": ""}, []AckPeer{streams("db2", "0-1-104"), {Name: "db3", Live: true}}, "0-1-104", 1,
+			map[string]string{"db2": "", "db3": ""}},
+		{"its agent gone, it gets the bound of what we hold now",
+			map[string]string{"db2": "", "db3": ""}, []AckPeer{streams("db2", "0-1-99"), gone("db3")}, "0-1-104", 1,
+			map[string]string{"db2": "", "db3": "0-1-104"}},
 		{"a member streaming again is listed without a bound",
 			map[string]string{"db3": "0-1-100"}, []AckPeer{streams("db3", "0-1-101")}, "0-1-101", 1,
 			map[string]string{"db3": ""}},

@@ -27,6 +27,10 @@ type Member struct {
 	ErrantGTIDs string
 	// Executed and Retrieved are GTID sets in the flavor's text form.
 	Executed, Retrieved string
+	// BinlogState (MariaDB) is @@gtid_binlog_state, known for ourselves
+	// and for the peers probed this iteration: it tells a forked history
+	// from one that is behind, which a position cannot.
+	BinlogState string
 	// Lag is the replication delay last observed while its source was up;
 	// nil when unknown.
 	Lag *time.Duration
