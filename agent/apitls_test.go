@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mysqlha/mysqlha/internal/apitls"
-	"github.com/mysqlha/mysqlha/internal/testcerts"
+	"github.com/mysqlha/mysqlha/testenv/testcerts"
 )
 
 // TestAPIOverTLS: with --api-tls-cert/--api-tls-key/--api-tls-ca, the API

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mysqlha/mysqlha/dcs"
-	"github.com/mysqlha/mysqlha/internal/readmetest"
 	"github.com/mysqlha/mysqlha/mysqlctl"
+	"github.com/mysqlha/mysqlha/testenv/readmetest"
 )
 
 // TestREADMEMetrics keeps the README's metrics table what NewMetrics

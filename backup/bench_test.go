@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 // BenchmarkReinit1GB measures a whole rebuild of an empty member from a

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mysqlha/mysqlha/backup"
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 func exec(t testing.TB, db *sql.DB, qs ...string) {

@@ -17,6 +17,6 @@
 // the cluster prints one Result object on Out and its prose on Err.
 //
 // It depends on dcs, failover and mysqlctl/gtid only, never on the agent: the agents and
-// agentctl meet in the DCS records. Only internal/agentctlcmd, agentctl's
+// agentctl meet in the DCS records. Only ctl/cli, agentctl's
 // command line, imports it.
 package ctl

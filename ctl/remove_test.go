@@ -10,7 +10,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/memory"
-	"github.com/mysqlha/mysqlha/internal/syncbuf"
+	"github.com/mysqlha/mysqlha/testenv/syncbuf"
 )
 
 // startRemove runs Remove in the background once agentctl watches: it

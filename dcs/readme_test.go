@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mysqlha/mysqlha/internal/readmetest"
+	"github.com/mysqlha/mysqlha/testenv/readmetest"
 )
 
 // TestREADMESettings keeps the README's cluster settings table equal to

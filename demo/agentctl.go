@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 // agentctl runs the real agentctl binary and prints the command and its

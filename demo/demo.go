@@ -13,7 +13,7 @@
 //
 // Guarantees: every server, agent and control-plane process it starts is in
 // its own process group and dies with the supervisor (parent-death signal
-// SIGKILL; internal/localproc for the agents), so even a kill -9 of the
+// SIGKILL; testenv/localproc for the agents), so even a kill -9 of the
 // supervisor leaves nothing running; on a normal exit it stops agents,
 // servers and the DCS, checks by pid and by a scan of /proc that none is
 // left, and removes its work dir. Nothing outside the work dir is written

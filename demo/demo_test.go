@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
-	"github.com/mysqlha/mysqlha/internal/localproc"
-	"github.com/mysqlha/mysqlha/internal/syncbuf"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
+	"github.com/mysqlha/mysqlha/testenv/syncbuf"
 )
 
 func TestMain(m *testing.M) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"path/filepath"
 
-	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
+	"github.com/mysqlha/mysqlha/testenv/etcdtest"
 )
 
 // etcdBackend is the default DCS: an embedded etcd in the demo's own
@@ -16,7 +16,7 @@ type etcdBackend struct {
 
 var _ backend = (*etcdBackend)(nil)
 
-// startEtcdBackend starts the embedded etcd of dcs/etcd/etcdtest, the tests'
+// startEtcdBackend starts the embedded etcd of testenv/etcdtest, the tests'
 // harness, in the work dir, on the fixed client port unless it is 0.
 func startEtcdBackend(cfg Config) (*etcdBackend, error) {
 	e, err := etcdtest.Launch(filepath.Join(cfg.Dir, "etcd"), etcdtest.WithClientPort(cfg.EtcdPort))

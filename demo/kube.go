@@ -20,14 +20,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	dcskube "github.com/mysqlha/mysqlha/dcs/kubernetes"
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
-	"github.com/mysqlha/mysqlha/internal/localproc"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
 )
 
 // The Kubernetes mode runs the same cluster with --dcs=kubernetes against a
 // real kube-apiserver (storage: another embedded etcd) and
 // kube-controller-manager (EndpointSlices), both started by
-// dcs/kubernetes/kubetest, the tests' harness. No kubelet runs: the demo creates
+// testenv/kubetest, the tests' harness. No kubelet runs: the demo creates
 // the Pod objects and reports them Running and Ready through pods/status,
 // as a kubelet would, with addresses from the benchmarking range
 // 198.18.0.0/15 (EndpointSlices reject loopback). Those addresses are data

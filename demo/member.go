@@ -13,8 +13,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/mysqlha/mysqlha/internal/localproc"
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 // member is one MariaDB server and the agent process that manages it.

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mysqlha/mysqlha/internal/localproc"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
 )
 
 // pidFileName, in the work dir, holds the supervisor's pid: it marks the

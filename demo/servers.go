@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 // checkPorts fails early, naming the port, when a fixed port is taken.

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mysqlha/mysqlha/internal/localproc"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
 )
 
 // track records a process the demo started, for teardown's check that

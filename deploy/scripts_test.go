@@ -26,7 +26,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/agent"
 	"github.com/mysqlha/mysqlha/backup"
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 var (

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mysqlha/mysqlha/internal/localproc"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
 )
 
 // agentctl is driven as an operator would: the real binary, built once per

@@ -21,9 +21,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
-	"github.com/mysqlha/mysqlha/internal/localproc"
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/etcdtest"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 // Timing is the cluster's timing, passed to every agent as its bootstrap

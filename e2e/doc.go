@@ -4,10 +4,10 @@
 // scenario.
 //
 // The harness (cluster_test.go; main_test.go builds cmd/agent and
-// cmd/agentctl once per test process) runs, per test, an embedded etcd (dcs/etcd/etcdtest), MariaDB servers
-// (mysqlctl/mysqltest, configured read_only=ON as a production my.cnf must
+// cmd/agentctl once per test process) runs, per test, an embedded etcd (testenv/etcdtest), MariaDB servers
+// (testenv/mysqltest, configured read_only=ON as a production my.cnf must
 // be) and one agent process per server, each in its own process group and
-// killed with the test process (internal/localproc, shared with the demo);
+// killed with the test process (testenv/localproc, shared with the demo);
 // after the run, TestMain fails it if any process it started is left.
 // Scenarios kill, stop, freeze and restart agents and servers, observe
 // through GET /status, /primary and /metrics, root and application

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mysqlha/mysqlha/internal/localproc"
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 // A second agent started with the --name of a live member, on a mysqld of

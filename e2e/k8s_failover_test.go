@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mysqlha/mysqlha/internal/localproc"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
 )
 
 // The agents on the Kubernetes Lease DCS against a real kube-apiserver,

@@ -22,7 +22,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/agent/podrole"
 	dcskube "github.com/mysqlha/mysqlha/dcs/kubernetes"
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
 )
 
 // The Kubernetes mode (Options.Kubernetes) runs the agents with

@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/mysqlha/mysqlha/internal/localproc"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
 )
 
 var (

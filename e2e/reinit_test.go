@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mysqlha/mysqlha/backup"
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 // The primary purged the binary logs a new, empty member needs, so

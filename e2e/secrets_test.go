@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 // secrets are the passwords the agents read from files; none may appear in

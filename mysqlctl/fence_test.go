@@ -11,7 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/mysqlha/mysqlha/mysqlctl"
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 // The fence tests give Fence the 1 s an agent gives it (retry_timeout) and

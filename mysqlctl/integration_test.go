@@ -14,10 +14,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/mysqlha/mysqlha/internal/pemfiles"
-	"github.com/mysqlha/mysqlha/internal/testcerts"
 	"github.com/mysqlha/mysqlha/mysqlctl"
 	"github.com/mysqlha/mysqlha/mysqlctl/gtid"
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/testcerts"
 )
 
 func ctxT(t testing.TB, d time.Duration) context.Context {

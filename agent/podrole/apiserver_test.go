@@ -29,7 +29,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/agent/podrole"
 	"github.com/mysqlha/mysqlha/dcs"
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/klog/v2"
 
-	"github.com/mysqlha/mysqlha/internal/syncbuf"
+	"github.com/mysqlha/mysqlha/testenv/syncbuf"
 )
 
 // TestKlogGoesThroughZap: client-go's klog lines come out as the agent's

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/mysqlha/mysqlha/dcs"
-	"github.com/mysqlha/mysqlha/internal/readmetest"
+	"github.com/mysqlha/mysqlha/testenv/readmetest"
 )
 
 // TestREADMEFlags keeps the README's flag reference equal to the agent's

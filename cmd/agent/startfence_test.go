@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 // An agent whose start-up fails after flag parsing (here: an etcd CA file

@@ -3,13 +3,13 @@
 // (show-config, set-config, edit-config), describe, remove and version. It
 // talks only to the DCS (a kubeconfig context or in-cluster, or etcd
 // endpoints), so it needs no network path to the database pods. The
-// command line is internal/agentctlcmd's, shared with kubectl-mysqlha.
+// command line is ctl/cli's, shared with kubectl-mysqlha.
 package main
 
 import (
 	"os"
 
-	"github.com/mysqlha/mysqlha/internal/agentctlcmd"
+	"github.com/mysqlha/mysqlha/ctl/cli"
 )
 
-func main() { os.Exit(agentctlcmd.Main(agentctlcmd.Agentctl)) }
+func main() { os.Exit(cli.Main(cli.Agentctl)) }

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
 	"github.com/mysqlha/mysqlha/demo"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
 )
 
 func main() {

@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/mysqlha/mysqlha/internal/agentctlcmd"
+	"github.com/mysqlha/mysqlha/ctl/cli"
 )
 
-func main() { os.Exit(agentctlcmd.CompleteMain()) }
+func main() { os.Exit(cli.CompleteMain()) }

@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
-	"github.com/mysqlha/mysqlha/internal/testcerts"
+	"github.com/mysqlha/mysqlha/testenv/etcdtest"
+	"github.com/mysqlha/mysqlha/testenv/testcerts"
 )
 
 // TestEtcdTLSAndAuth: against a real etcd that requires client

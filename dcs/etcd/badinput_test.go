@@ -16,7 +16,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/etcd"
-	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
+	"github.com/mysqlha/mysqlha/testenv/etcdtest"
 )
 
 func ctx5(t *testing.T) context.Context {

@@ -16,7 +16,7 @@ import (
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/dcstest"
 	"github.com/mysqlha/mysqlha/dcs/etcd"
-	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
+	"github.com/mysqlha/mysqlha/testenv/etcdtest"
 )
 
 // Benchmarks against a real embedded etcd (make bench). SteadyState3Members

@@ -14,7 +14,7 @@ import (
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/dcstest"
 	"github.com/mysqlha/mysqlha/dcs/etcd"
-	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
+	"github.com/mysqlha/mysqlha/testenv/etcdtest"
 )
 
 const (

@@ -19,7 +19,7 @@ import (
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/dcstest"
 	k8sdcs "github.com/mysqlha/mysqlha/dcs/kubernetes"
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
 )
 
 func ctx5(t *testing.T) context.Context {

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
 )
 
 // setupHost creates the bridge with NodeIP and a route for ServiceCIDR,

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
-	"github.com/mysqlha/mysqlha/internal/localproc"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
 )
 
 const (

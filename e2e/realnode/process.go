@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mysqlha/mysqlha/internal/localproc"
+	"github.com/mysqlha/mysqlha/testenv/localproc"
 )
 
 // process is a node component running as a child process, its stdout and

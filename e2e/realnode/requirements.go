@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
 )
 
 // Requirement is one thing the node needs from the machine.

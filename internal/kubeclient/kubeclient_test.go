@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
 	"github.com/mysqlha/mysqlha/internal/kubeclient"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
 )
 
 // TestAgainstAPIServer: every call the agent makes, on a real kube-apiserver.

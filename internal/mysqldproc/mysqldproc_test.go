@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mysqlha/mysqlha/mysqlctl/mysqltest"
+	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
 func TestFindAndKillAHungServer(t *testing.T) {

@@ -2,7 +2,7 @@
 // demo) and of the end-to-end tests (package e2e): MariaDB, agents and the
 // like, started on this machine by a supervisor that must not leave them
 // behind. It owns three things they need (the control-plane harnesses,
-// dcs/kubernetes/kubetest and e2e/realnode, use its log tail too):
+// testenv/kubetest and e2e/realnode, use its log tail too):
 //
 //   - starting a process as the leader of a process group of its own, which
 //     dies with its parent (parent-death signal SIGKILL), and stopping it by

@@ -12,7 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
+	"github.com/mysqlha/mysqlha/testenv/etcdtest"
 )
 
 func TestPutGetStop(t *testing.T) {

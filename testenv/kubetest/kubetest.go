@@ -57,7 +57,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mysqlha/mysqlha/dcs/etcd/etcdtest"
+	"github.com/mysqlha/mysqlha/testenv/etcdtest"
 )
 
 const (

@@ -1,4 +1,4 @@
-package agentctlcmd
+package cli
 
 import (
 	"errors"

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
 )
 
 // TestNodeOptions checks the options a real node (e2e/realnode) uses,

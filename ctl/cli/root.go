@@ -1,4 +1,4 @@
-// Package agentctlcmd is agentctl's command line, shared by bin/agentctl
+// Package cli is agentctl's command line, shared by bin/agentctl
 // and the kubectl plugin bin/kubectl-mysqlha: a cobra command tree that
 // follows kubectl's conventions (flags before or after the command, the
 // kubeconfig's contexts and namespaces through k8s.io/cli-runtime, shell
@@ -8,7 +8,7 @@
 // Every failure is returned as an error that ctl.ExitCode maps to the exit
 // status; a command line agentctl cannot parse (an unknown command or
 // flag, a bad value, a wrong number of arguments) exits 2.
-package agentctlcmd
+package cli
 
 import (
 	"context"

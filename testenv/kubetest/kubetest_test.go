@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/mysqlha/mysqlha/dcs/kubernetes/kubetest"
+	"github.com/mysqlha/mysqlha/testenv/kubetest"
 )
 
 func TestLeaseForbiddenForUnprivileged(t *testing.T) {
@@ -111,8 +111,8 @@ func TestBinDirDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Tests run in the package directory, three levels below the repo root.
-	root, _ := filepath.Abs("../../..")
+	// Tests run in the package directory, two levels below the repo root.
+	root, _ := filepath.Abs("../..")
 	if want := filepath.Join(root, "bin", "k8s-"+kubetest.KubernetesVersion); dir != want {
 		t.Fatalf("BinDir() = %q, want %q", dir, want)
 	}

@@ -1,4 +1,4 @@
-package agentctlcmd
+package cli
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/connect"
 	"github.com/mysqlha/mysqlha/dcs/memory"
-	"github.com/mysqlha/mysqlha/internal/syncbuf"
 	"github.com/mysqlha/mysqlha/internal/version"
+	"github.com/mysqlha/mysqlha/testenv/syncbuf"
 )
 
 // fixture is cluster "demo" in the in-memory DCS (db1 leads, db2 and db3

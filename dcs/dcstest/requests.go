@@ -1,0 +1,64 @@
+package dcstest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mysqlha/mysqlha/dcs"
+)
+
+// Requests the agents act on: switchover and reinit records.
+
+func testSwitchover(t *testing.T, e *Env) {
+	a, b := e.Stores[0], e.Stores[1]
+	sw := dcs.Switchover{From: "m0", To: "m1", ScheduledAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Force: true}
+	must(t, "request switchover", b.RequestSwitchover(ctxT(t), sw))
+	mustIs(t, "second request", a.RequestSwitchover(ctxT(t), dcs.Switchover{}), dcs.ErrExists)
+	c := waitFor(t, a, "switchover pending", func(c *dcs.Cluster) bool { return c.Switchover != nil })
+	got := c.Switchover
+	if got.From != "m0" || got.To != "m1" || !got.ScheduledAt.Equal(sw.ScheduledAt) || !got.Force || got.RequestedAt.IsZero() || got.Version == "" || got.Err != nil {
+		t.Fatalf("switchover read as %+v", got)
+	}
+	mustIs(t, "clear with a wrong version", a.ClearSwitchover(ctxT(t), got.Version+"0"), dcs.ErrConflict)
+	must(t, "clear", a.ClearSwitchover(ctxT(t), got.Version))
+	mustIs(t, "clear again", a.ClearSwitchover(ctxT(t), got.Version), dcs.ErrNotFound)
+	waitFor(t, b, "switchover cleared", func(c *dcs.Cluster) bool { return c.Switchover == nil })
+	mustIs(t, "invalid request", a.RequestSwitchover(ctxT(t), dcs.Switchover{To: "m0", From: "m0"}), dcs.ErrInvalid)
+	must(t, "request to anyone", a.RequestSwitchover(ctxT(t), dcs.Switchover{}))
+	c = waitFor(t, b, "switchover pending", func(c *dcs.Cluster) bool { return c.Switchover != nil })
+	if c.Switchover.From != "" || c.Switchover.To != "" || !c.Switchover.ScheduledAt.IsZero() || c.Switchover.Force {
+		t.Fatalf("open switchover read as %+v", c.Switchover)
+	}
+}
+
+// testReinit: a reinit request is stored once, read back by every store,
+// cleared only at its version, and independent of a switchover request.
+func testReinit(t *testing.T, e *Env) {
+	a, b := e.Stores[0], e.Stores[1]
+	must(t, "request reinit", b.RequestReinit(ctxT(t), dcs.Reinit{Member: "m1", Donor: "m0"}))
+	mustIs(t, "second request", a.RequestReinit(ctxT(t), dcs.Reinit{Member: "m0"}), dcs.ErrExists)
+	must(t, "a switchover beside it", a.RequestSwitchover(ctxT(t), dcs.Switchover{}))
+	c := waitFor(t, a, "reinit pending", func(c *dcs.Cluster) bool { return c.Reinit != nil && c.Switchover != nil })
+	got := c.Reinit
+	if got.Member != "m1" || got.Donor != "m0" || got.RequestedAt.IsZero() || got.Version == "" || got.Err != nil {
+		t.Fatalf("reinit read as %+v", got)
+	}
+	must(t, "clear the switchover", a.ClearSwitchover(ctxT(t), c.Switchover.Version))
+	mustIs(t, "clear with a wrong version", a.ClearReinit(ctxT(t), got.Version+"0"), dcs.ErrConflict)
+	must(t, "clear", a.ClearReinit(ctxT(t), got.Version))
+	mustIs(t, "clear again", a.ClearReinit(ctxT(t), got.Version), dcs.ErrNotFound)
+	waitFor(t, b, "reinit cleared", func(c *dcs.Cluster) bool { return c.Reinit == nil })
+	mustIs(t, "no member", a.RequestReinit(ctxT(t), dcs.Reinit{}), dcs.ErrInvalid)
+	mustIs(t, "donor is the member", a.RequestReinit(ctxT(t), dcs.Reinit{Member: "m0", Donor: "m0"}), dcs.ErrInvalid)
+	must(t, "request with any donor", a.RequestReinit(ctxT(t), dcs.Reinit{Member: "m0"}))
+	c = waitFor(t, b, "reinit pending", func(c *dcs.Cluster) bool { return c.Reinit != nil })
+	if c.Reinit.Member != "m0" || c.Reinit.Donor != "" {
+		t.Fatalf("reinit with any donor read as %+v", c.Reinit)
+	}
+	e2 := dcs.HistoryEntry{Kind: dcs.HistoryReinit, From: "m1", To: "m0", At: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Reason: "done"}
+	must(t, "record the reinit", a.AppendHistory(ctxT(t), e2))
+	c = waitFor(t, b, "reinit in history", func(c *dcs.Cluster) bool { return len(c.History) > 0 })
+	if h := c.History[len(c.History)-1]; h.Kind != dcs.HistoryReinit || h.From != "m1" || h.To != "m0" || h.Reason != "done" {
+		t.Fatalf("reinit history entry read as %+v", h)
+	}
+}
