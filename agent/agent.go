@@ -45,87 +45,39 @@ type Deps struct {
 
 // Agent runs the HA loop of one member.
 type Agent struct {
-	// self is this member's own settings, from its flags.
-	self       Config
-	store      Store
-	dial       Dialer
-	labeler    Labeler
-	clock      clock.Clock
-	log        *zap.Logger
-	metrics    *Metrics
-	peerStatus PeerStatus
-	local      string
+	// self is this member's own settings, from its flags; the rest of
+	// this block is what New was given.
+	self         Config
+	store        Store
+	dial         Dialer
+	labeler      Labeler
+	clock        clock.Clock
+	log          *zap.Logger
+	metrics      *Metrics
+	peerStatus   PeerStatus
+	peerFailsafe PeerFailsafe
+	killMySQL    func(ctx context.Context, pidFile string) (int, error)
+	rebuilder    Rebuilder
+	fetchClone   FetchClone
+	local        string
+	// instance is this process's agent instance id (the store's).
+	instance string
 
-	// Owned by the loop goroutine.
+	// Owned by the loop goroutine: its connections, the cluster's
+	// settings, and what it remembers between iterations.
 	db      Database
 	dialErr error      // why the last connection to the local mysqld failed
 	peersMu sync.Mutex // peers is also used by promotion goroutines
 	peers   map[string]Database
 	// clusterConfig is the cluster's settings (timings, semi-sync, pause)
 	// as stored in the DCS; self.Bootstrap until one has been read.
-	clusterConfig   dcs.Config
-	lastRenewStart  time.Time
-	leaderlessSince time.Time
-	// lastLeader is the last holder seen with a valid, readable lock, for
-	// history: an etcd leader key vanishes with its lease, taking the name
-	// along, and an unreadable lock names no member (dcs.UnknownHolder).
-	lastLeader string
-	role       dcs.Role
-	lastAction failover.Kind
-	errant     string
-	// misconfigured names the settings our mysqld lacks to serve as a
-	// source (it is then never promoted); "" when it has them.
-	misconfigured string
-	// lag follows our replication delay (lag.go).
-	lag replicaLag
-	// acknowledgers is, while we lead in lossless mode, the members that
-	// may hold an acknowledged write of ours (failover.TrackAcknowledgers);
-	// nil until tracked in this term.
-	acknowledgers map[string]string
-	// awaitedHolder is the lock holder we wait on to turn writable before
-	// judging our history against it; "" when not waiting.
-	awaitedHolder string
-	// failoverFrom is set when we won the lock from a lost leader, until the
-	// promotion completes (for history and phase metrics).
-	failoverFrom *failoverStart
-	// instance is this process's agent instance id (the store's).
-	instance string
 	// clusterConfigGood: a stored cluster config has been read since
 	// start, so clusterConfig holds the cluster's real settings, not just
 	// our flags.
+	clusterConfig     dcs.Config
 	clusterConfigGood bool
-	// promotingSince is when we began holding the lock without being a
-	// writable primary; zero otherwise.
-	promotingSince time.Time
-	// standDownUntil: we gave the lock up for a better member; do not race
-	// again before then.
-	standDownUntil time.Time
-	// handoverDeadline bounds all the write stops of one switchover
-	// request (by its version), however many attempts it takes.
-	handoverDeadline switchoverDeadline
-	duplicate        string // the last duplicate-identity finding, for logs
-	// receiverStoppedSince is when a follower first saw its receiver
-	// stopped (without an error) while pointing at the holder.
-	receiverStoppedSince time.Time
-	// localHungSince is when our mysqld first failed to answer without
-	// refusing; zero while it answers or is down. pidFile is its
-	// @@pid_file, last read; cannotKill: a kill failed since it last
-	// answered (its process is not visible from here, say).
-	localHungSince time.Time
-	killMySQL      func(ctx context.Context, pidFile string) (int, error)
-	pidFile        string
-	cannotKill     bool
-	// lastCluster is the last DCS snapshot read; failsafeActive: our
-	// deadline was last moved by failsafe confirmations.
-	lastCluster    *dcs.Cluster
-	failsafeActive bool
-	// watch follows the holder's liveness (lossless mode).
-	watch        deathWatch
-	peerFailsafe PeerFailsafe
-	// rebuild is the running rebuild of this member (agentctl reinit).
-	rebuilder  Rebuilder
-	fetchClone FetchClone
-	rebuild    *rebuildRun
+	lockMemory
+	serverMemory
 
 	// deadline is shared with the watchdog: zero means "we may not write".
 	// sharedConfig is clusterConfig as the loop last adopted it, for the
@@ -148,6 +100,69 @@ type Agent struct {
 	promise  failsafePromise
 	cluster  *dcs.Cluster
 	lastLoop time.Time
+}
+
+// lockMemory is what the loop remembers between iterations about the lock
+// and the cluster's leadership.
+type lockMemory struct {
+	lastRenewStart  time.Time
+	leaderlessSince time.Time
+	// lastLeader is the last holder seen with a valid, readable lock, for
+	// history: an etcd leader key vanishes with its lease, taking the name
+	// along, and an unreadable lock names no member (dcs.UnknownHolder).
+	lastLeader string
+	lastAction failover.Kind
+	// lastCluster is the last DCS snapshot read.
+	lastCluster *dcs.Cluster
+	// failoverFrom is set when we won the lock from a lost leader, until the
+	// promotion completes (for history and phase metrics).
+	failoverFrom *failoverStart
+	// promotingSince is when we began holding the lock without being a
+	// writable primary; zero otherwise.
+	promotingSince time.Time
+	// standDownUntil: we gave the lock up for a better member; do not race
+	// again before then.
+	standDownUntil time.Time
+	// handoverDeadline bounds all the write stops of one switchover
+	// request (by its version), however many attempts it takes.
+	handoverDeadline switchoverDeadline
+	// acknowledgers is, from our term as a lossless primary, the members
+	// that may hold an acknowledged write of ours
+	// (failover.TrackAcknowledgers); nil until tracked in this term.
+	acknowledgers map[string]string
+	// failsafeActive: our deadline was last moved by failsafe
+	// confirmations.
+	failsafeActive bool
+	// watch follows the holder's liveness (lossless mode).
+	watch deathWatch
+	// awaitedHolder is the lock holder we wait on to turn writable before
+	// judging our history against it; "" when not waiting.
+	awaitedHolder string
+	duplicate     string // the last duplicate-identity finding, for logs
+}
+
+// serverMemory is what the loop remembers between iterations about our
+// own member and its mysqld.
+type serverMemory struct {
+	role   dcs.Role
+	errant string
+	// misconfigured names the settings our mysqld lacks to serve as a
+	// source (it is then never promoted); "" when it has them.
+	misconfigured string
+	// lag follows our replication delay (lag.go).
+	lag replicaLag
+	// receiverStoppedSince is when a follower first saw its receiver
+	// stopped (without an error) while pointing at the holder.
+	receiverStoppedSince time.Time
+	// localHungSince is when our mysqld first failed to answer without
+	// refusing; zero while it answers or is down. pidFile is its
+	// @@pid_file, last read; cannotKill: a kill failed since it last
+	// answered (its process is not visible from here, say).
+	localHungSince time.Time
+	pidFile        string
+	cannotKill     bool
+	// rebuild is the running rebuild of this member (agentctl reinit).
+	rebuild *rebuildRun
 }
 
 type failoverStart struct {
