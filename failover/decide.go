@@ -520,7 +520,7 @@ func (s Snapshot) dataGap() gap {
 		}
 		missing := ours.Missing(held)
 		if missing == 0 {
-			if forked := forkedFrom(s.Flavor, self, m); forked != "" {
+			if forked := forkedFrom(s.Flavor, self, m); forked != "" && s.Rules.Lossless {
 				blocked = append(blocked, fmt.Sprintf("%s holds %s, which we lack although our position is not behind: "+
 					"our histories forked, and it cannot be fetched by replication (an old primary's tail, ours or its, "+
 					"must go first)", m.Name, forked))
@@ -560,6 +560,11 @@ func (s Snapshot) dataGap() gap {
 // acknowledged, while a new primary wrote the same seq_nos), so comparing
 // positions would take one branch for the other's future. m's own errant
 // transactions do not count. "" when both binlog states are not known.
+// Only lossless mode stops on it: there the branch with the acknowledged
+// writes must win, and the one holding a tail nobody acknowledged waits
+// (for the tail to be truncated, or a person). In asynchronous mode one
+// branch's writes are lost either way, and waiting would keep the cluster
+// without a primary.
 func forkedFrom(flavor gtid.Flavor, self, m Member) string {
 	if flavor != gtid.MariaDB || self.BinlogState == "" || m.BinlogState == "" {
 		return ""

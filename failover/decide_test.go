@@ -387,6 +387,8 @@ func TestDecideDataBeforeEligibility(t *testing.T) {
 	cases := []actionCase{
 		{"MariaDB, our position ahead but the histories forked: do not unfence",
 			forked(promoting().lossless()), Action{Kind: Promote}},
+		{"asynchronous mode: a fork costs one branch either way; do not wait",
+			forked(promoting()), Action{Kind: Promote, Unfence: true}},
 		{"the same peer's forked transactions known errant do not count",
 			forked(promoting().lossless()).with("db3", func(m *Member) { m.Errant, m.ErrantGTIDs = true, "0-1-103" }),
 			Action{Kind: Promote, Unfence: true}},
