@@ -124,11 +124,13 @@ func (a *Agent) failsafeRenew(ctx context.Context, start time.Time) bool {
 		mu        sync.Mutex
 		confirmed = map[string]bool{}
 		refused   []string
+		names     []string
 		wg        sync.WaitGroup
 	)
 	for _, m := range cl.Members {
-		if m.Name == a.self.Name || m.Stale {
-			continue // a stale record is not waited for (failover.FailsafeUnconfirmed)
+		names = append(names, m.Name)
+		if m.Name == a.self.Name {
+			continue
 		}
 		wg.Go(func() {
 			err := fmt.Errorf("no API URL in its member record")
@@ -145,7 +147,7 @@ func (a *Agent) failsafeRenew(ctx context.Context, start time.Time) bool {
 		})
 	}
 	wg.Wait()
-	if missing := failover.FailsafeUnconfirmed(a.self.Name, cl.Members, confirmed); len(missing) > 0 {
+	if missing := failover.FailsafeUnconfirmed(a.self.Name, names, confirmed); len(missing) > 0 {
 		a.log.Error("failsafe: not every member confirmed this leader; fencing at the deadline",
 			zap.Strings("unconfirmed", missing), zap.Strings("refused", refused))
 		a.failsafeActive = false

@@ -226,27 +226,3 @@ func TestFailsafePromiseCoversTheLeadersTTL(t *testing.T) {
 		}
 	}
 }
-
-// A scaled-away member's leftover record must not end failsafe for good:
-// the primary cut from the DCS is confirmed by every live member, and the
-// record, stale before the cut, is not waited for.
-func TestLoopFailsafeLeftoverRecordIsNotWaitedFor(t *testing.T) {
-	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3")
-	h.bootstrap()
-	h.killAgent("db3")
-	db3 := h.mysql.byName("db3")
-	db3.unreachable, db3.up = true, false // the pod is gone
-	h.unreachable["db3"] = true
-	h.advance(40*time.Second, "db1", "db2") // db3's record goes stale
-	if !h.record("db3").Stale {
-		t.Fatal("db3's record is not stale yet")
-	}
-	h.srv.Partition("db1")
-	h.advance(6*h.config.TTL, "db1", "db2")
-	if w := h.mysql.writable(); len(w) != 1 || w[0] != "db1" {
-		t.Fatalf("writable %v while db1 is cut from the DCS, want [db1]: the leftover record ended failsafe", w)
-	}
-	if !h.agents["db1"].failsafeActive {
-		t.Fatal("db1 is not in failsafe mode")
-	}
-}

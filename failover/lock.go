@@ -88,17 +88,12 @@ func FailsafePromise(ask FailsafeAsk, v FailsafeView) (time.Duration, error) {
 // set, other than the leader, that did not confirm it. The leader stays
 // writable without the DCS only while it is empty. Every member, not a
 // majority: one that could not be asked might reach the DCS and take the
-// lock. A member whose record was already stale in that set is not waited
-// for (a scaled-away member's leftover record would otherwise end failsafe
-// for good): its agent did not run, or did not reach the DCS, when the
-// leader last did, so it is in the place of a member that joins later,
-// which the others' promises hold back (their /status shows them, and a
-// leaderless member reads them before it races).
-func FailsafeUnconfirmed(leader string, members []dcs.Member, confirmed map[string]bool) []string {
+// lock.
+func FailsafeUnconfirmed(leader string, members []string, confirmed map[string]bool) []string {
 	var out []string
 	for _, m := range members {
-		if m.Name != leader && !m.Stale && !confirmed[m.Name] && !slices.Contains(out, m.Name) {
-			out = append(out, m.Name)
+		if m != leader && !confirmed[m] && !slices.Contains(out, m) {
+			out = append(out, m)
 		}
 	}
 	return out
