@@ -19,8 +19,8 @@ import (
 )
 
 // Failsafe mode (cluster config failsafe_mode) keeps a healthy primary
-// writable while the DCS is unreachable, but only while every live member
-// of its last known member set confirms, over HTTP, that it sees this leader
+// writable while the DCS is unreachable, but only while every member of
+// its last known member set confirms, over HTTP, that it sees this leader
 // and will not race for the lock (failover.FailsafePromise and
 // failover.FailsafeUnconfirmed hold the rules). The leader extends its
 // deadline to the start of the round plus its ttl minus safety_margin, so
