@@ -55,6 +55,11 @@ type cluster struct {
 
 	viewsOnce sync.Once
 	v         *views
+
+	// spoiled: why the running test's changes leave the cluster unfit for
+	// the next test (health_test.go); broken: recreating it failed.
+	spoiled string
+	broken  error
 }
 
 // deploy builds deploy/overlays/local-node with the images set, as

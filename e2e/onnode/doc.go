@@ -11,6 +11,14 @@
 // members, the longest outage, GTID convergence. -onnode.trials sets the
 // trials per scenario; -onnode.report collects the per-scenario reports.
 //
+// The tests share one deployment, and none depends on another's order:
+// they run shuffled (-test.shuffle). deployed checks the cluster before
+// each test (three Ready pods, one primary routed, nothing errant or
+// broken, the GTID positions equal) and starts it over when it is not;
+// when the test ends, a cluster it spoiled (c.spoil: purged binary logs)
+// or left unhealthy is started over on that test's time, and a passing
+// test that left it unhealthy fails (health_test.go).
+//
 // The tests need root, the node's packages and binaries (make deps installs
 // and builds them); they are skipped with -short only.
 package onnode

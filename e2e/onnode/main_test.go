@@ -19,8 +19,8 @@ import (
 )
 
 // One node, one set of images and one deployment serve every test of the
-// package: bringing three MariaDB pods up is the slow part, and the tests
-// leave the cluster healthy for the next one.
+// package: bringing three MariaDB pods up is the slow part. deployed checks
+// the cluster before each test and repairs it after (health_test.go).
 var (
 	// One trial in make test keeps it inside CI's budget; make e2e runs
 	// 3 and make bench-failover 4, for figures and for rarer faults.
@@ -34,13 +34,18 @@ var (
 	setupErr  error
 	node      *realnode.Node
 	nodeDir   string
-	// historyPurgedBy names the test that purged the primary's binary
-	// logs; a later test's recreated pod could not catch up.
-	historyPurgedBy string
 )
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// No test may lean on another's order (health_test.go): they run
+	// shuffled unless -test.shuffle is given; go test prints the seed that
+	// replays an order.
+	shuffleGiven := false
+	flag.Visit(func(f *flag.Flag) { shuffleGiven = shuffleGiven || f.Name == "test.shuffle" })
+	if !shuffleGiven {
+		_ = flag.Set("test.shuffle", "on")
+	}
 	// The monitor's socket connections die with every fenced or restarted
 	// server; the driver would log each one.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
@@ -57,22 +62,27 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// deployed returns the shared, healthy cluster, bringing the node, the
-// images and the deployment up on first use.
+// deployed returns the shared cluster, healthy and caught up, bringing the
+// node, the images and the deployment up on first use. A cluster the last
+// test left unhealthy is recreated; when t ends, the cluster is handed
+// back: recreated if t spoiled it or left it unhealthy.
 func deployed(t *testing.T) *cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("onnode: runs a real Kubernetes node with MariaDB pods; skipped with -short")
 	}
-	if historyPurgedBy != "" {
-		t.Fatalf("%s ran after %s, which purged the binary logs that a recreated member needs: keep the purging test's file last in name order", t.Name(), historyPurgedBy)
-	}
 	setupOnce.Do(func() { shared, setupErr = setUp(t) })
 	if setupErr != nil {
 		t.Fatalf("setting up the node and the deployment: %v", setupErr)
 	}
+	if shared.broken != nil {
+		t.Fatal(shared.broken)
+	}
 	shared.t = t
-	shared.waitHealthy(3 * time.Minute)
+	if err := shared.gate(3 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shared.handBack(t) })
 	return shared
 }
 

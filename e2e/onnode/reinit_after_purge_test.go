@@ -11,13 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// This test purges the primary's binary logs, and nothing can bring that
-// history back: from then on a member that comes back empty (a recreated
-// pod: the test overlay keeps the data in an emptyDir) cannot catch up by
-// replication. So it must run after every test that recreates a pod. Go
-// runs a package's tests in the order of their files' names, and this
-// file's name sorts last; deployed fails any test that runs after it.
-
 // A member loses its data (its pod is deleted: the test overlay keeps the
 // data in an emptyDir) after the primary purged the binary logs it would
 // need, so replication alone cannot bring it back (error 1236). agentctl
@@ -26,7 +19,9 @@ import (
 // keeps writing; afterwards every member holds every acknowledged row.
 func TestReinitMemberAfterPurge(t *testing.T) {
 	c := deployed(t)
-	historyPurgedBy = t.Name()
+	// Nothing brings the purged history back: a member a later test
+	// recreates empty could not catch up by replication.
+	c.spoil("purged the primary's binary logs")
 	ctx := context.Background()
 	primary := c.waitHealthy(3 * time.Minute)
 	if err := c.awaitCaughtUp(3 * time.Minute); err != nil {
