@@ -310,8 +310,8 @@ func (c *cluster) ensureApp(ctx context.Context, primary corev1.Pod) {
 		return
 	}
 	sql := fmt.Sprintf("CREATE DATABASE IF NOT EXISTS app; CREATE USER IF NOT EXISTS %s@'%%' IDENTIFIED BY '%s'; "+
-		"GRANT ALL ON app.* TO %[1]s@'%%'; CREATE TABLE IF NOT EXISTS app.w (id BIGINT PRIMARY KEY, at TIMESTAMP(6) DEFAULT CURRENT_TIMESTAMP(6))",
-		appUser, appPassword)
+		"GRANT ALL ON app.* TO %[1]s@'%%'; CREATE TABLE IF NOT EXISTS app.w (id BIGINT PRIMARY KEY, at TIMESTAMP(6) DEFAULT CURRENT_TIMESTAMP(6)); %[3]s",
+		appUser, appPassword, bankSchema+registerSchema)
 	if out, err := c.execSQL(ctx, primary.Name, sql); err != nil {
 		c.t.Fatalf("creating the application user on %s: %v\n%s", primary.Name, err, out)
 	}

@@ -71,7 +71,11 @@ func deployed(t *testing.T) *cluster {
 	if testing.Short() {
 		t.Skip("onnode: runs a real Kubernetes node with MariaDB pods; skipped with -short")
 	}
-	setupOnce.Do(func() { shared, setupErr = setUp(t) })
+	setupOnce.Do(func() {
+		// Stays the error when setUp ends the test (t.Fatal) part-way.
+		setupErr = fmt.Errorf("the set-up failed in %s", t.Name())
+		shared, setupErr = setUp(t)
+	})
 	if setupErr != nil {
 		t.Fatalf("setting up the node and the deployment: %v", setupErr)
 	}
