@@ -8,7 +8,10 @@
 // The fault scenarios, one file each (scenario_test.go runs them), inject
 // a fault with e2e/fault, heal it, and judge the trial with e2e/checker:
 // acknowledged writes lost, instants with two writable or two routable
-// members, the longest outage, GTID convergence. -onnode.trials sets the
+// members, the longest outage, GTID convergence; beside the writer, a bank
+// (bank_test.go) and, where nothing may be lost, a register checked for
+// linearizability (register_test.go) run through the primary Service
+// (clients_test.go). -onnode.trials sets the
 // trials per scenario; -onnode.report collects the per-scenario reports.
 //
 // The tests share one deployment, and none depends on another's order:

@@ -33,8 +33,9 @@ func TestReinitMemberAfterPurge(t *testing.T) {
 			victim = p.Name
 		}
 	}
-	w := c.startWriter(time.Now().UnixNano() / 1000)
-	defer w.Stop() // on a failure
+	cl := c.startClients(true)
+	defer cl.stop() // on a failure
+	w := cl.w
 	time.Sleep(2 * time.Second)
 	purgeBinlogs(t, c, primary.Name)
 
@@ -62,9 +63,7 @@ func TestReinitMemberAfterPurge(t *testing.T) {
 	acked := w.Stop()
 	c.waitHealthy(2 * time.Minute)
 	c.waitAllHave(acked, 2*time.Minute)
-	if err := c.awaitCaughtUp(2 * time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	c.checkBooks(t, cl, "the rebuild")
 	p := c.podNamed(ctx, victim)
 	for _, st := range p.Status.ContainerStatuses {
 		if st.Name == "mariadb" && st.RestartCount != 1 {

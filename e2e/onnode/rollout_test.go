@@ -36,7 +36,9 @@ func TestRollingUpdateLosesNothing(t *testing.T) {
 	if agent < 0 {
 		t.Fatal("no agent container in the StatefulSet")
 	}
-	w := c.startWriter(time.Now().UnixNano() / 1000)
+	cl := c.startClients(true)
+	defer cl.stop() // on a failure
+	w := cl.w
 	time.Sleep(time.Second)
 	began := time.Now()
 	patch := fmt.Sprintf(`[{"op":"add","path":"/spec/template/spec/containers/%d/args/-","value":"--log-level=debug"}]`, agent)
@@ -49,6 +51,7 @@ func TestRollingUpdateLosesNothing(t *testing.T) {
 	time.Sleep(time.Second)
 	acked := w.Stop()
 	c.waitAllHave(acked, 2*time.Minute)
+	c.checkBooks(t, cl, "the rolling update")
 
 	var switchovers, failovers int
 	for _, e := range c.history(ctx)[before:] {

@@ -56,9 +56,8 @@ type scenario struct {
 type trial struct {
 	c        *cluster
 	faults   *fault.Injector
-	w        *writer
-	bank     *bank
-	register *register // in scenarios that promise nothing lost
+	clients  *clients
+	w        *writer // clients.w
 	primary  corev1.Pod
 	replicas []corev1.Pod
 	at       time.Time
@@ -100,9 +99,7 @@ type result struct {
 	ph      phases
 	changed bool
 	report  checker.Report
-	bank    checker.BankReport
-	// register is checked only where the scenario promises nothing lost.
-	register *checker.RegisterReport
+	books   books
 	// rebuilt counts members rebuilt because they were left errant.
 	rebuilt int
 }
@@ -163,14 +160,10 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 			t.Errorf("trial %d: %v", n, err)
 		}
 	}()
-	w := c.startWriter(time.Now().UnixNano() / 1000)
+	tr.clients = c.startClients(sc.expect.MayLose == 0)
+	defer tr.clients.stop()
+	w := tr.clients.w
 	tr.w = w
-	tr.bank = c.startBank(time.Now().UnixNano() / 1000)
-	if sc.expect.MayLose == 0 {
-		tr.register = c.startRegister(time.Now().UnixNano() / 1000)
-	}
-	// On a failure, no client may write on into the next test.
-	defer tr.stopClients()
 	m := c.startMonitor()
 	from := time.Now()
 	time.Sleep(time.Second)
@@ -239,17 +232,12 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	}
 	time.Sleep(500 * time.Millisecond)
 	to := time.Now()
-	transfers, history := tr.stopClients()
+	tr.clients.stop()
 	writes := w.writes()
 	samples := m.Stop()
 	finals := c.finals(ctx, writes, 2*time.Minute)
 	r.report = checker.Analyze(from, to, samples, writes, finals)
-	ledgers, err := c.ledgers(ctx)
-	r.bank = checker.CheckBank(bankInitial, transfers, ledgers)
-	if tr.register != nil {
-		reg := checker.CheckRegister(history, time.Minute)
-		r.register = &reg
-	}
+	r.books = c.judgeBooks(ctx, tr.clients)
 
 	var problems []string
 	switch {
@@ -264,50 +252,19 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 		}
 	}
 	problems = append(problems, r.report.Violations(sc.expect)...)
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	problems = append(problems, r.bank.Violations(sc.expect)...)
-	if r.register != nil {
-		problems = append(problems, r.register.Violations()...)
-	}
+	problems = append(problems, r.books.violations(sc.expect)...)
 	problems = append(problems, tr.problems()...)
 	t.Logf("%s trial %d: %s -> %s; detect %s promote %s route %s; %d acked, %d lost, longest outage %s; "+
-		"max writable %d routable %d labelled %d over %d instants; writable while unreachable %s; GTIDs converged %v; %s; %s%s",
+		"max writable %d routable %d labelled %d over %d instants; writable while unreachable %s; GTIDs converged %v; %s%s",
 		sc.name, n, old.Name, now.Name, opt(r.changed, r.ph.detect), opt(r.changed, r.ph.promote), opt(r.changed, r.ph.route),
 		r.report.Acked, len(r.report.Lost), ms(r.report.LongestOutage), r.report.MaxWritable, r.report.MaxRoutable,
 		r.report.MaxLabelled, r.report.Ticks, ms(time.Duration(r.report.IsolatedWritable)*checker.Tick), r.report.GTIDConverged,
-		bankLine(r.bank), registerLine(r.register), tr.notesLine())
+		r.books, tr.notesLine())
 	if len(problems) > 0 {
 		c.dump(ctx)
 		t.Errorf("%s trial %d broke its promises:\n  %s", sc.name, n, strings.Join(problems, "\n  "))
 	}
 	return r
-}
-
-// stopClients stops the writer, the bank and the register (later calls
-// just return) and returns the acknowledged transfers and the register's
-// history.
-func (tr *trial) stopClients() ([]checker.Transfer, []checker.RegisterOp) {
-	tr.w.Stop()
-	transfers := tr.bank.Stop()
-	var history []checker.RegisterOp
-	if tr.register != nil {
-		history = tr.register.Stop()
-	}
-	return transfers, history
-}
-
-func bankLine(b checker.BankReport) string {
-	return fmt.Sprintf("bank total %d, %d transfers acked, %d lost, books right %v, checksums equal %v",
-		b.Total, b.Acked, len(b.Lost), len(b.Wrong) == 0, b.ChecksumsEqual)
-}
-
-func registerLine(r *checker.RegisterReport) string {
-	if r == nil {
-		return "register not checked (the scenario may lose writes)"
-	}
-	return fmt.Sprintf("register linearizable: %s over %d operations (%d writes of unknown outcome)", r.Verdict, r.Ops, r.Unsure)
 }
 
 func opt(ok bool, d time.Duration) string {
@@ -418,10 +375,11 @@ func printReport(t *testing.T, name string, results []result) {
 	verdicts := map[string]int{}
 	for _, r := range results {
 		rebuilt += r.rebuilt
-		transfers, transfersLost, wrongBooks = transfers+r.bank.Acked, transfersLost+len(r.bank.Lost), wrongBooks+len(r.bank.Wrong)
-		if r.register != nil {
-			ops += r.register.Ops
-			verdicts[string(r.register.Verdict)]++
+		b := r.books.bank
+		transfers, transfersLost, wrongBooks = transfers+b.Acked, transfersLost+len(b.Lost), wrongBooks+len(b.Wrong)
+		if reg := r.books.register; reg != nil {
+			ops += reg.Ops
+			verdicts[string(reg.Verdict)]++
 		}
 		if r.changed {
 			detect, promote, route = append(detect, r.ph.detect), append(promote, r.ph.promote), append(route, r.ph.route)
