@@ -13,7 +13,7 @@ import (
 func TestPrimaryAgentKilled(t *testing.T) {
 	c := NewCluster(t, Options{})
 	old := c.Bootstrap()
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	c.WriteAndReplicate(old, "before-kill")
 	survivors := c.Others(old)
 

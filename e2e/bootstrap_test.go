@@ -12,7 +12,7 @@ import (
 func TestBootstrap(t *testing.T) {
 	c := NewCluster(t, Options{})
 	start := time.Now() // the agents have just been started
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 
 	p := c.WaitHealthy(60 * time.Second)
 	t.Logf("bootstrap: %s is the primary %v after the agents started", p.Name, time.Since(start).Round(time.Millisecond))

@@ -16,7 +16,7 @@ func TestDeadAgentPrimaryFencesItself(t *testing.T) {
 	c := NewCluster(t, Options{MySQLProxies: true})
 	old := c.Bootstrap()
 	c.WriteAndReplicate(old, "before-death")
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 
 	old.KillAgent()
 	old.Proxy.BlackHole()
@@ -72,8 +72,8 @@ func TestDeadAgentPrimaryFencesItself(t *testing.T) {
 	if oldROErr != nil || !oldRO {
 		t.Errorf("when %s acknowledged its first write, %s had read_only=%v (err %v)", win.Member.Name, old.Name, oldRO, oldROErr)
 	}
-	sb.Stop()
+	r := sb.Stop()
 	t.Logf("after %s's agent died: its mysqld refused writes at %v, %s accepted the first write at %v; "+
-		"%d split-brain samples, %d with two writable", old.Name, refused.Sub(killed).Round(time.Millisecond),
-		win.Member.Name, win.At.Sub(killed).Round(time.Millisecond), sb.Samples(), len(sb.Violations()))
+		"%d instants judged from %d reads, %d with two writable", old.Name, refused.Sub(killed).Round(time.Millisecond),
+		win.Member.Name, win.At.Sub(killed).Round(time.Millisecond), r.Ticks, sb.Samples(), r.DualWritable)
 }

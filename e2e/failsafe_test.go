@@ -29,7 +29,7 @@ func keepsWriting(t *testing.T, primary *Member, d time.Duration) int {
 func TestFailsafeDCSStopped(t *testing.T) {
 	c := NewCluster(t, failsafeOptions)
 	primary := c.Bootstrap()
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	c.Etcd.Stop()
 	n := keepsWriting(t, primary, 4*c.Timing.TTL)
 	t.Logf("%s took %d writes in %v with etcd stopped", primary.Name, n, 4*c.Timing.TTL)
@@ -47,7 +47,7 @@ func TestFailsafeDCSStopped(t *testing.T) {
 func TestFailsafePrimaryCutFromDCS(t *testing.T) {
 	c := NewCluster(t, failsafeOptions)
 	primary := c.Bootstrap()
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	primary.DCSProxy.BlackHole()
 	n := keepsWriting(t, primary, 4*c.Timing.TTL)
 	t.Logf("%s took %d writes in %v cut off from etcd", primary.Name, n, 4*c.Timing.TTL)

@@ -18,7 +18,7 @@ import (
 func TestFrozenPrimaryAgent(t *testing.T) {
 	c := NewCluster(t, Options{})
 	old := c.Bootstrap()
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	c.WriteAndReplicate(old, "before-freeze")
 	survivors := c.Others(old)
 	const selfFences = `mysqlha_fencing_actions_total{kind="self-deadline"}`
@@ -102,7 +102,7 @@ func TestFrozenPrimaryAgent(t *testing.T) {
 		}
 	}
 	if fenced.IsZero() {
-		t.Errorf("the split-brain checker never saw %s read-only after its agent was frozen:\n%s", old.Name, sb.Timeline())
+		t.Errorf("the monitor never saw %s read-only after its agent was frozen:\n%s", old.Name, sb.Timeline())
 	}
 }
 

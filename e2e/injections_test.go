@@ -15,8 +15,8 @@ import (
 //
 //	INJECTIONS scenario=<name> trials=<n> split_brain_samples=<n> acked_lost=<n> max_outage=<duration>
 //
-// split_brain_samples counts the confirmed violations of the scenario's
-// split-brain checkers (each capped at 20, see SplitBrainChecker);
+// split_brain_samples counts the instants at which e2e/checker found two
+// members writable in the samples of the scenario's monitors (Monitor);
 // acked_lost counts the acknowledged writes the final primary lacks, -1
 // when the test ended before that was measured; max_outage is the longest
 // write unavailability the scenario measured.
@@ -25,13 +25,13 @@ type Injections struct {
 
 	mu        sync.Mutex
 	trials    int
-	checkers  []*SplitBrainChecker
+	monitors  []*Monitor
 	ackedLost int
 	maxOutage time.Duration
 }
 
 // NewInjections registers the summary line of scenario, printed at the end
-// of the test (after the checkers registered later have stopped).
+// of the test (after the monitors registered later have stopped).
 func NewInjections(tb testing.TB, scenario string) *Injections {
 	r := &Injections{Scenario: scenario, ackedLost: -1}
 	tb.Cleanup(func() {
@@ -49,11 +49,11 @@ func (r *Injections) Trial() {
 	r.trials++
 }
 
-// Watch adds a checker whose violations count.
-func (r *Injections) Watch(k *SplitBrainChecker) {
+// Watch adds a monitor whose verdict counts.
+func (r *Injections) Watch(k *Monitor) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.checkers = append(r.checkers, k)
+	r.monitors = append(r.monitors, k)
 }
 
 // Outage records a measured write unavailability.
@@ -74,8 +74,8 @@ func (r *Injections) String() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sb := 0
-	for _, k := range r.checkers {
-		sb += len(k.Violations())
+	for _, k := range r.monitors {
+		sb += k.Stop().DualWritable
 	}
 	return fmt.Sprintf("INJECTIONS scenario=%s trials=%d split_brain_samples=%d acked_lost=%d max_outage=%s",
 		r.Scenario, r.trials, sb, r.ackedLost, r.maxOutage.Round(time.Millisecond))

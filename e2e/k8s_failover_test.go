@@ -46,7 +46,7 @@ func TestKubernetesFailover(t *testing.T) {
 	}
 	k.waitEvent(t, 10*time.Second, old.Name, "Promoted", old.Name, time.Time{})
 
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	c.WriteAndReplicate(old, "before-failover")
 
 	killed := time.Now()

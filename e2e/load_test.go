@@ -1,13 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mysqlha/mysqlha/e2e/checker"
 )
 
 // Writer is an application under steady write load: one goroutine inserting
@@ -153,7 +153,7 @@ func (w *Writer) insert(m *Member) bool {
 
 // primaryByAPI asks every agent's GET /primary in parallel and returns the
 // one member that answers 200; nil when none does, or when two do (a load
-// balancer would then have two backends; the split-brain checker judges
+// balancer would then have two backends; the Monitor's samples say
 // whether both were writable).
 func (c *Cluster) primaryByAPI() *Member {
 	ok := make([]bool, len(c.Members))
@@ -267,48 +267,70 @@ func GapBetween(acks []Ack, from, to string) (Gap, error) {
 	return g, nil
 }
 
-// MissingAcks returns the acknowledged ids that m's table lacks (root, over
-// the socket), at most limit of them.
-func (w *Writer) MissingAcks(m *Member, acks []Ack) ([]int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rows, err := m.root.QueryContext(ctx, "SELECT id FROM app."+w.table)
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading %s: %w", m.Name, w.table, err)
-	}
-	defer rows.Close()
-	have := map[int64]bool{}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
+// Finals reads the members' state at the end for the judge (e2e/checker):
+// each one's ids in the Writer's table and @@gtid_binlog_pos, as root over
+// the socket, waiting up to timeout until every member holds every ack and
+// all positions agree (0: one look; a primary never gains a row it lacks
+// later). primary's rows are the ones kept. A member that cannot be read
+// gets no rows and its error for a position, so that the verdict fails on
+// it rather than passes.
+func (c *Cluster) Finals(timeout time.Duration, acks []Ack, primary *Member, replicas ...*Member) []checker.Final {
+	deadline := time.Now().Add(timeout)
+	for {
+		var finals []checker.Final
+		for i, m := range append([]*Member{primary}, replicas...) {
+			finals = append(finals, readFinal(m, i == 0))
 		}
-		have[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	var missing []int64
-	for _, a := range acks {
-		if !have[a.ID] {
-			missing = append(missing, a.ID)
+		if settled(finals, acks) || !time.Now().Before(deadline) {
+			return finals
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	sort.Slice(missing, func(i, j int) bool { return missing[i] < missing[j] })
-	return missing, nil
 }
 
-// WaitNoneMissing waits until m has every acknowledged write (a replica
-// applies asynchronously) and fails the test with the missing ids otherwise.
-func (w *Writer) WaitNoneMissing(tb testing.TB, timeout time.Duration, m *Member, acks []Ack) {
-	tb.Helper()
-	waitFor(tb, timeout, fmt.Sprintf("%s to have all %d acknowledged writes", m.Name, len(acks)), func() (bool, string) {
-		missing, err := w.MissingAcks(m, acks)
+func readFinal(m *Member, primary bool) checker.Final {
+	f := checker.Final{Member: m.Name, Primary: primary, IDs: map[int64]bool{}}
+	err := func() error {
+		pos, err := m.GTIDBinlogPos()
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
-		return len(missing) == 0, fmt.Sprintf("%s lacks %d acknowledged ids: %s", m.Name, len(missing), idList(missing, 20))
-	})
+		ctx, cancel := ctxFor(10 * time.Second)
+		defer cancel()
+		rows, err := m.root.QueryContext(ctx, "SELECT id FROM app."+loadTable)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			f.IDs[id] = true
+		}
+		f.GTID = pos
+		return rows.Err()
+	}()
+	if err != nil {
+		f.IDs, f.GTID = map[int64]bool{}, fmt.Sprintf("unreadable (%v)", err)
+	}
+	return f
+}
+
+// settled: every member holds every ack, at one GTID position.
+func settled(finals []checker.Final, acks []Ack) bool {
+	for _, f := range finals {
+		if f.GTID != finals[0].GTID {
+			return false
+		}
+		for _, a := range acks {
+			if !f.IDs[a.ID] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func idList(ids []int64, limit int) string {

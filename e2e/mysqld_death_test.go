@@ -12,7 +12,7 @@ import (
 func TestPrimaryMysqldDies(t *testing.T) {
 	c := NewCluster(t, Options{})
 	old := c.Bootstrap()
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	c.WriteAndReplicate(old, "before-crash")
 	survivors := c.Others(old)
 

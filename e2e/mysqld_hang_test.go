@@ -18,7 +18,7 @@ import (
 func TestPrimaryMysqldHangs(t *testing.T) {
 	c := NewCluster(t, Options{})
 	old := c.Bootstrap()
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	c.WriteAndReplicate(old, "before-hang")
 
 	win := hangUntilTakeover(t, c, old)

@@ -14,7 +14,7 @@ import (
 func TestPauseResume(t *testing.T) {
 	c := NewCluster(t, Options{})
 	old := c.Bootstrap()
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	c.WriteAndReplicate(old, "before-pause")
 	survivors := c.Others(old)
 

@@ -18,7 +18,7 @@ func TestPrimaryFailover(t *testing.T) {
 // follows; it returns the new primary. The scenario ends with old down.
 func hardFailover(t *testing.T, c *Cluster, old *Member) *Member {
 	t.Helper()
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	// Everything acknowledged so far is on both replicas, so whichever wins
 	// must have it.
 	c.WriteAndReplicate(old, "before-failover")

@@ -14,7 +14,7 @@ func TestOldPrimaryRejoins(t *testing.T) {
 	old := c.Bootstrap()
 	newPrimary := hardFailover(t, c, old)
 
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	restarted := time.Now()
 	old.RestartMySQL()
 	if !old.MustReadOnly(t) {

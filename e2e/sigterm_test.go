@@ -13,7 +13,7 @@ import (
 func TestPrimaryAgentSIGTERMHandsOver(t *testing.T) {
 	c := NewCluster(t, Options{})
 	old := c.Bootstrap()
-	sb := c.StartSplitBrainChecker()
+	sb := c.StartMonitor()
 	c.WriteAndReplicate(old, "before-sigterm")
 
 	stopped := time.Now()
@@ -33,13 +33,14 @@ func TestPrimaryAgentSIGTERMHandsOver(t *testing.T) {
 	if ro, err := old.ReadOnly(); err != nil || !ro {
 		t.Errorf("%s's mysqld after its agent stopped: read_only=%v err=%v, want read-only", old.Name, ro, err)
 	}
-	// The hand-over can take less time than a few checker samples: keep
-	// sampling for half a second after it, so the verdict also covers the
-	// moments right after the new primary's first write.
+	// The hand-over can take less time than a few reads: keep sampling for
+	// about half a second after it (a read per member every 10 ms), so the
+	// verdict also covers the moments right after the new primary's first
+	// write.
 	at := sb.Samples()
-	waitFor(t, 5*time.Second, "the split-brain checker to sample the aftermath", func() (bool, string) {
+	waitFor(t, 5*time.Second, "the monitor to sample the aftermath", func() (bool, string) {
 		n := sb.Samples()
-		return n >= at+25, fmt.Sprintf("%d samples since the first write", n-at)
+		return n >= at+50*len(c.Members), fmt.Sprintf("%d reads since the first write", n-at)
 	})
 	sb.Stop()
 	sb.ExpectAlive()

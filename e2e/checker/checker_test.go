@@ -92,3 +92,73 @@ func TestMayLoseAllowsAsyncLoss(t *testing.T) {
 		t.Fatalf("no loss allowed, got %v", v)
 	}
 }
+
+// reads returns member's reads every step ms over [fromMs, toMs), each sent
+// at ms and answered 1 ms later, as a recorder that knows Asked makes them.
+func reads(member string, fromMs, toMs, step int, writable bool) []Sample {
+	var out []Sample
+	for ms := fromMs; ms < toMs; ms += step {
+		out = append(out, Sample{Asked: at(ms), At: at(ms + 1), Member: member, Known: true, Writable: writable, Reachable: true})
+	}
+	return out
+}
+
+// a is fenced at 45 ms and b promoted at 46, between reads: at the instant
+// 50 both latest answers say writable, but a's next read says read-only.
+// Without Asked that is a split brain; with it, none.
+func TestHandOverBetweenReadsIsNoSplitBrain(t *testing.T) {
+	var s []Sample
+	s = append(s, reads("a", 0, 41, 10, true)...)    // answers at 1 .. 41
+	s = append(s, reads("a", 55, 200, 10, false)...) // 56 ..
+	s = append(s, reads("b", 7, 38, 10, false)...)   // 8 .. 38
+	s = append(s, reads("b", 47, 200, 10, true)...)  // 48 ..
+	if r := Analyze(at(0), at(200), s, nil, nil); r.DualWritable != 0 {
+		t.Fatalf("hand-over between reads judged a split brain: %+v", r)
+	}
+	var bare []Sample
+	for _, x := range s {
+		x.Asked = time.Time{}
+		bare = append(bare, x)
+	}
+	if r := Analyze(at(0), at(200), bare, nil, nil); r.DualWritable == 0 {
+		t.Fatalf("without Asked the latest answers at 50 ms are both writable; want that counted: %+v", r)
+	}
+}
+
+// Two members confirmed writable together for 20 ms, between two ticks,
+// are a split brain: the judge stops at every answer, not only every Tick.
+func TestConfirmedOverlapBetweenTicksIsSplitBrain(t *testing.T) {
+	var s []Sample
+	s = append(s, reads("a", 0, 1025, 10, true)...)
+	s = append(s, reads("a", 1030, 1500, 10, false)...)
+	s = append(s, reads("b", 5, 1005, 10, false)...)
+	s = append(s, reads("b", 1005, 1500, 10, true)...)
+	r := Analyze(at(0), at(1500), s, nil, nil)
+	v := r.Violations(Expect{NoFinals: true})
+	if r.DualWritable == 0 || len(v) != 1 || !strings.Contains(v[0], "two writable") || !strings.Contains(r.FirstDual, "writable [a b]") {
+		t.Fatalf("overlap 1006..1020 ms: dual %d first %q violations %v", r.DualWritable, r.FirstDual, v)
+	}
+}
+
+// A read sent and not answered for seconds (a SIGSTOPped server) is no
+// evidence of writability, even if it finally answers writable.
+func TestUnansweredReadSaysNothing(t *testing.T) {
+	s := reads("a", 0, 1000, 10, true)
+	s = append(s, Sample{Asked: at(1000), At: at(3000), Member: "a", Known: true, Writable: true})
+	s = append(s, reads("b", 1500, 3000, 10, true)...)
+	if r := Analyze(at(0), at(3000), s, nil, nil); r.DualWritable != 0 {
+		t.Fatalf("a hung member counted as writable: %+v", r)
+	}
+}
+
+// NoFinals judges samples and writes alone; without it, missing finals are
+// a violation.
+func TestNoFinals(t *testing.T) {
+	r := Analyze(at(0), at(100), nil, nil, nil)
+	if v := r.Violations(Expect{NoFinals: true}); len(v) != 0 {
+		t.Fatalf("NoFinals: %v", v)
+	}
+	if v := r.Violations(Expect{}); len(v) != 1 || !strings.Contains(v[0], "did not converge") {
+		t.Fatalf("no finals read: %v", v)
+	}
+}
