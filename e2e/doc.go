@@ -12,7 +12,9 @@
 // (checker.Write) and every member's rows and GTID position at the end
 // (checker.Final); checker.Analyze and Report.Violations decide, against
 // what the scenario promises (checker.Expect). A rule changes there, with a
-// unit test on a made-up history, never in a suite.
+// unit test on a made-up history, never in a suite. On the node, the same
+// package also judges a bank (checker.CheckBank) and a register history
+// for linearizability (checker.CheckRegister, with porcupine).
 //
 //   - This package (loopback): seconds per scenario, etcd or a real
 //     kube-apiserver without a kubelet (Pods as API objects). Faults are

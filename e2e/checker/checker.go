@@ -58,14 +58,14 @@ type Report struct {
 	// per other member, acknowledged writes it lacks.
 	Lost    []int64
 	Missing map[string]int
-	// Ticks: how many instants were judged (every Tick, and every answer of
-	// a sample with Asked); DualWritable,
-	// DualRoutable, DualLabelled: at how many of them more than one member
-	// was writable, routed, labelled primary. Max*: the most at once.
+	// Instants are judged every Tick, and at every answer of a sample with
+	// Asked. Ticks: how many Tick instants; DualWritable, DualRoutable,
+	// DualLabelled: at how many instants of either kind more than one
+	// member was writable, routed, labelled primary. Max*: the most at once.
 	Ticks                                    int
 	DualWritable, DualRoutable, DualLabelled int
 	MaxWritable, MaxRoutable, MaxLabelled    int
-	// IsolatedWritable: instants at which a member that could not be
+	// IsolatedWritable: Tick instants at which a member that could not be
 	// reached was writable (an isolated primary that has not yet demoted
 	// itself: CloudNativePG's kept committing for 185 s, CNPG #11280).
 	IsolatedWritable int
@@ -119,6 +119,9 @@ func (r *Report) countDuals(from, to time.Time, samples []Sample) {
 	instants = slices.CompactFunc(instants, time.Time.Equal)
 	next := map[string]int{}
 	for _, at := range instants {
+		// Ticks and IsolatedWritable measure time, so they count the
+		// evenly spaced instants only.
+		onTick := at.Sub(from)%Tick == 0
 		var writable, routed, labelled []string
 		for m, ss := range byMember {
 			i := next[m]
@@ -132,7 +135,7 @@ func (r *Report) countDuals(from, to time.Time, samples []Sample) {
 			s := ss[i-1]
 			if s.Known && s.Writable && confirmed(ss, i, at) {
 				writable = append(writable, m)
-				if !s.Reachable {
+				if !s.Reachable && onTick {
 					r.IsolatedWritable++
 				}
 			}
@@ -143,7 +146,9 @@ func (r *Report) countDuals(from, to time.Time, samples []Sample) {
 				labelled = append(labelled, m)
 			}
 		}
-		r.Ticks++
+		if onTick {
+			r.Ticks++
+		}
 		r.MaxWritable, r.MaxRoutable, r.MaxLabelled = max(r.MaxWritable, len(writable)),
 			max(r.MaxRoutable, len(routed)), max(r.MaxLabelled, len(labelled))
 		if len(writable) > 1 {

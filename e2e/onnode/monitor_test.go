@@ -100,7 +100,11 @@ func (m *monitor) watch(name string) {
 		if p, err := m.v.pods.Get(name); err == nil {
 			s.Labelled = p.Labels[roleLabel] == "primary" && p.DeletionTimestamp == nil
 			s.Routed = p.Status.PodIP != "" && slices.Contains(m.v.routed(), p.Status.PodIP)
+			// The answer held at some instant between the question and
+			// the answer (checker.Sample.Asked).
+			s.Asked = time.Now()
 			s.Known, s.Writable = sock.writable(p)
+			s.At = time.Now()
 			s.Reachable = reachable(p.Status.PodIP)
 		}
 		m.mu.Lock()
