@@ -59,9 +59,10 @@ type Report struct {
 	Lost    []int64
 	Missing map[string]int
 	// Instants are judged every Tick, and at every answer of a sample with
-	// Asked. Ticks: how many Tick instants; DualWritable, DualRoutable,
-	// DualLabelled: at how many instants of either kind more than one
-	// member was writable, routed, labelled primary. Max*: the most at once.
+	// Asked. Ticks: how many Tick instants; DualWritable: at how many
+	// instants of either kind more than one member was writable;
+	// DualRoutable, DualLabelled: at how many Ticks more than one was
+	// routed, labelled primary. Max*: the most at once.
 	Ticks                                    int
 	DualWritable, DualRoutable, DualLabelled int
 	MaxWritable, MaxRoutable, MaxLabelled    int
@@ -146,7 +147,13 @@ func (r *Report) countDuals(from, to time.Time, samples []Sample) {
 				labelled = append(labelled, m)
 			}
 		}
-		if onTick {
+		if !onTick {
+			// Routing and labels are read from a watch cache, one member
+			// at a time, with no Asked to confirm them: between two
+			// members' reads they carry the same skew the Tick rule
+			// always allowed, so they are judged at Ticks only.
+			routed, labelled = nil, nil
+		} else {
 			r.Ticks++
 		}
 		r.MaxWritable, r.MaxRoutable, r.MaxLabelled = max(r.MaxWritable, len(writable)),

@@ -162,3 +162,20 @@ func TestNoFinals(t *testing.T) {
 		t.Fatalf("no finals read: %v", v)
 	}
 }
+
+// Routing comes from a watch cache read one member at a time: two routed
+// members seen only between two Ticks (at answers of samples with Asked)
+// are that skew, not two routes; at a Tick they are a violation.
+func TestRoutingIsJudgedAtTicks(t *testing.T) {
+	routed := func(m string, askedMs, atMs int, on bool) Sample {
+		return Sample{Member: m, Asked: at(askedMs), At: at(atMs), Known: true, Reachable: true, Routed: on}
+	}
+	between := []Sample{routed("a", 0, 1, true), routed("a", 49, 60, false), routed("b", 20, 55, true), routed("b", 70, 80, true)}
+	if r := Analyze(at(0), at(100), between, nil, nil); r.DualRoutable != 0 {
+		t.Errorf("two routed between Ticks counted %d times (%s)", r.DualRoutable, r.FirstDual)
+	}
+	atTick := []Sample{routed("a", 0, 1, true), routed("a", 60, 70, false), routed("b", 20, 30, true), routed("b", 70, 80, true)}
+	if r := Analyze(at(0), at(100), atTick, nil, nil); r.DualRoutable != 1 {
+		t.Errorf("two routed at the 50 ms Tick counted %d times, want 1", r.DualRoutable)
+	}
+}

@@ -35,7 +35,7 @@ func apiServerDown(name string) scenario {
 				if err := api.Restart(); err != nil {
 					return err
 				}
-				return tr.c.node.RestartControllerManager()
+				return tr.c.node.RestartControllers()
 			}
 			_, err := tr.faults.Inject("API server down", func() error { api.Stop(); return nil }, restart)
 			return err

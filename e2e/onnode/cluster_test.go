@@ -411,12 +411,36 @@ func (c *cluster) waitAllHave(acked []int64, timeout time.Duration) {
 // a container stuck waiting (an init container failing, a crash-loop
 // back-off) shows up in its state, not in any log.
 func (c *cluster) dump(ctx context.Context) {
+	stuck := false
 	for _, p := range c.pods(ctx) {
 		c.t.Logf("----- %s: %s", p.Name, containerStates(p))
+		if p.Status.Phase == corev1.PodPending && len(p.Status.ContainerStatuses) == 0 {
+			// No container yet: the scheduler's or the kubelet's story.
+			stuck = true
+			c.t.Logf("----- %s: node %q, conditions %s", p.Name, p.Spec.NodeName, podConditions(p))
+		}
 		for _, ctr := range []string{"mysqlha-agent-binaries", "mariadb", "agent"} {
 			tail := int64(40)
 			b, err := c.client.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr, TailLines: &tail}).DoRaw(ctx)
 			c.t.Logf("----- %s/%s (%v) -----\n%s", p.Name, ctr, err, b)
 		}
 	}
+	if stuck {
+		if evs, err := c.client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{}); err == nil {
+			for _, e := range evs.Items[max(0, len(evs.Items)-30):] {
+				c.t.Logf("event %s %s/%s %s: %s", e.LastTimestamp.Format(time.RFC3339), e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+			}
+		}
+		var b bytes.Buffer
+		c.node.DumpLogs(&b, 30)
+		c.t.Logf("the node's components:\n%s", b.String())
+	}
+}
+
+func podConditions(p corev1.Pod) string {
+	var out []string
+	for _, cond := range p.Status.Conditions {
+		out = append(out, fmt.Sprintf("%s=%s %s %s", cond.Type, cond.Status, cond.Reason, cond.Message))
+	}
+	return strings.Join(out, "; ")
 }

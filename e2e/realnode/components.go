@@ -132,16 +132,24 @@ func (n *Node) startAPIServer() error {
 	return err
 }
 
-// RestartControllerManager replaces the controller manager with a new
-// one, as a restart of a control-plane node does. After the API server was
-// down, the old one's informers re-establish their watches with backoff
-// and lag tens of seconds behind (endpoints of a Service included), which
-// the next scenario would otherwise measure as its own.
-func (n *Node) RestartControllerManager() error {
+// RestartControllers replaces the controller manager and the scheduler
+// with new ones, as a restart of a control-plane node does. After the API
+// server was down, the old controller manager's informers re-establish
+// their watches with backoff and lag tens of seconds behind (endpoints of a
+// Service included), which the next scenario would otherwise measure as
+// its own; and the old scheduler was seen to leave a new pod unscheduled
+// for minutes ("Scheduler cache is corrupted" after a forced deletion).
+func (n *Node) RestartControllers() error {
 	if n.cm != nil {
 		n.cm.Stop()
 	}
-	return n.startControllerManager()
+	if err := n.startControllerManager(); err != nil {
+		return err
+	}
+	if n.scheduler != nil {
+		n.scheduler.kill()
+	}
+	return n.startScheduler()
 }
 
 func (n *Node) startControllerManager() error {

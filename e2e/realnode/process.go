@@ -29,7 +29,8 @@ type process struct {
 // those of goroutines that exit locked to them, which this package never
 // does, so in practice the component dies with the test binary.
 func startProcess(name, bin string, args []string, logFile string) (*process, error) {
-	logf, err := os.Create(logFile)
+	// Appended: a restarted component's log keeps its predecessor's.
+	logf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
