@@ -372,7 +372,7 @@ func decideAsLeader(s Snapshot) Action {
 		if best := bestOther(s); best != "" {
 			return Action{Kind: Switchover, Target: best, Reason: "agent stopping: hand over to the best replica"}
 		}
-		return Action{Kind: ReleaseLock, Reason: "agent stopping and no replica can take over"}
+		return Action{Kind: ReleaseLock, Reason: "agent stopping and no replica can take over" + whyNoneEligible(s)}
 	}
 	if s.SwitchoverUnreadable {
 		return Action{Kind: RejectSwitchover, Reason: "the stored switchover request is unreadable"}
@@ -717,6 +717,24 @@ func bestOther(s Snapshot) string {
 		return ranked[0].Name
 	}
 	return ""
+}
+
+// whyNoneEligible names each other member and what keeps it from leading,
+// so that a release on shutdown says why it was not a hand-over.
+func whyNoneEligible(s Snapshot) string {
+	var why []string
+	for _, m := range s.Members {
+		if m.Name == s.Self {
+			continue
+		}
+		if w := Ineligibility(m, s.Rules); w != "" {
+			why = append(why, m.Name+": "+w)
+		}
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(why, "; ") + ")"
 }
 
 func decideLeaderless(s Snapshot) Action {

@@ -162,7 +162,7 @@ func TestDecide(t *testing.T) {
 		{"leader whose mysqld hangs keeps the lock", cluster().me("db1").deadlineIn(3 * time.Second).primary().localHung(), Lead, "", true, "may resume writable"},
 		{"stopping leader hands over to best replica", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().gtid("db2", "0-1-99"), Switchover, "db3", false, "agent stopping"},
 		{"stopping leader with no eligible replica releases", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().
-			with("db2", func(m *Member) { m.Healthy = false }).with("db3", func(m *Member) { m.NoFailover = true }), ReleaseLock, "", false, "no replica"},
+			with("db2", func(m *Member) { m.Healthy = false }).with("db3", func(m *Member) { m.NoFailover = true }), ReleaseLock, "", false, "no replica can take over (db2: its mysqld is down; db3: it is tagged nofailover)"},
 
 		// Leader lost.
 		{"leader lost, best candidate races at once", cluster().expired().gtid("db3", "0-1-95"), Acquire, "", false, "best candidate"},

@@ -261,7 +261,7 @@ func (c *cluster) primaryEndpoints(ctx context.Context) []string {
 // healthy: 3 pods Ready, exactly one labelled primary, and the primary
 // Service's endpoints are exactly that pod.
 func (s state) healthy() (corev1.Pod, bool) {
-	if len(s.pods) != 3 || s.ready != 3 || len(s.primaries) != 1 {
+	if len(s.pods) != len(members) || s.ready != len(members) || len(s.primaries) != 1 {
 		return corev1.Pod{}, false
 	}
 	for _, p := range s.pods {
@@ -277,7 +277,7 @@ func (c *cluster) waitHealthy(timeout time.Duration) corev1.Pod {
 	c.t.Helper()
 	p, err := c.awaitHealthy(timeout)
 	if err != nil {
-		c.dump(context.Background())
+		c.dump(context.Background(), err.Error())
 		c.t.Fatal(err)
 	}
 	return p
@@ -407,22 +407,26 @@ func (c *cluster) waitAllHave(acked []int64, timeout time.Duration) {
 	}
 }
 
-// dump logs each pod's containers' states and last lines, for a failure:
-// a container stuck waiting (an init container failing, a crash-loop
-// back-off) shows up in its state, not in any log.
-func (c *cluster) dump(ctx context.Context) {
-	stuck := false
-	for _, p := range c.pods(ctx) {
+// dump logs each pod's containers' states and last lines, for the failure
+// why, which it names first (CI shows a failure's first lines): a container
+// stuck waiting (an init container failing, a crash-loop back-off) shows
+// up in its state, not in any log.
+func (c *cluster) dump(ctx context.Context, why string) {
+	c.t.Logf("===== the cluster, after this failure: %s", why)
+	pods := c.pods(ctx)
+	// A pod missing or not Ready: the controllers', the scheduler's or the
+	// kubelet's story, told by the events and the node's logs.
+	stuck := len(pods) < len(members)
+	for _, p := range pods {
 		c.t.Logf("----- %s: %s", p.Name, containerStates(p))
-		if p.Status.Phase == corev1.PodPending && len(p.Status.ContainerStatuses) == 0 {
-			// No container yet: the scheduler's or the kubelet's story.
+		if !podReady(p) {
 			stuck = true
 			c.t.Logf("----- %s: node %q, conditions %s", p.Name, p.Spec.NodeName, podConditions(p))
 		}
 		for _, ctr := range []string{"mysqlha-agent-binaries", "mariadb", "agent"} {
 			tail := int64(40)
 			b, err := c.client.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr, TailLines: &tail}).DoRaw(ctx)
-			c.t.Logf("----- %s/%s (%v) -----\n%s", p.Name, ctr, err, b)
+			c.t.Logf("----- %s/%s (%v) -----\n%s", p.Name, ctr, err, withoutProbeNoise(b))
 		}
 	}
 	if stuck {
@@ -435,6 +439,19 @@ func (c *cluster) dump(ctx context.Context) {
 		c.node.DumpLogs(&b, 30)
 		c.t.Logf("the node's components:\n%s", b.String())
 	}
+}
+
+// withoutProbeNoise drops the server's note of each liveness probe
+// (mariadb-admin ping connects without an account and is refused, which
+// still proves mysqld answers), so that 40 lines show more than probes.
+func withoutProbeNoise(log []byte) []byte {
+	var out [][]byte
+	for _, line := range bytes.SplitAfter(log, []byte("\n")) {
+		if !bytes.Contains(line, []byte("Access denied for user 'mysql'@'localhost' (using password: NO)")) {
+			out = append(out, line)
+		}
+	}
+	return bytes.Join(out, nil)
 }
 
 func podConditions(p corev1.Pod) string {

@@ -41,8 +41,9 @@ func (c *cluster) handBack(t *testing.T) {
 		if err := c.check(timeout); err != nil {
 			why = fmt.Sprintf("left unhealthy: %v", err)
 			if !t.Failed() {
-				c.dump(context.Background())
-				t.Errorf("%s left the cluster unhealthy: %v", t.Name(), err)
+				msg := fmt.Sprintf("%s left the cluster unhealthy: %v", t.Name(), err)
+				c.dump(context.Background(), msg)
+				t.Error(msg)
 			}
 		}
 	}

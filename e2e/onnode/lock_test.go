@@ -20,7 +20,7 @@ func (c *cluster) holder(ctx context.Context) string {
 	return *l.Spec.HolderIdentity
 }
 
-type historyEntry struct{ Kind, From, To string }
+type historyEntry struct{ Kind, From, To, Reason string }
 
 // history reads the cluster's failover and switchover history.
 func (c *cluster) history(ctx context.Context) []historyEntry {

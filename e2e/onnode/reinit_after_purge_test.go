@@ -45,7 +45,7 @@ func TestReinitMemberAfterPurge(t *testing.T) {
 	}
 	broken, err := awaitBroken(c, victim, old.UID, 4*time.Minute)
 	if err != nil {
-		c.dump(ctx)
+		c.dump(ctx, err.Error())
 		t.Fatal(err)
 	}
 	t.Logf("%s came back empty and cannot catch up: %s", victim, broken)
@@ -54,8 +54,9 @@ func TestReinitMemberAfterPurge(t *testing.T) {
 	out, err := c.exec(ctx, primary.Name, "agent", "agentctl", "reinit", victim, "--force", "--wait", "--wait-timeout=5m")
 	took := time.Since(start)
 	if err != nil {
-		c.dump(ctx)
-		t.Fatalf("kubectl exec %s -c agent -- agentctl reinit %s: %v\n%s", primary.Name, victim, err, out)
+		msg := fmt.Sprintf("kubectl exec %s -c agent -- agentctl reinit %s: %v\n%s", primary.Name, victim, err, out)
+		c.dump(ctx, msg)
+		t.Fatal(msg)
 	}
 	t.Logf("agentctl reinit %s (inside %s) took %s:\n%s", victim, primary.Name, ms(took), out)
 

@@ -146,8 +146,9 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	ctx := context.Background()
 	old := c.waitHealthy(4 * time.Minute)
 	if err := c.awaitCaughtUp(3 * time.Minute); err != nil {
-		c.dump(ctx)
-		t.Fatalf("%s trial %d: %v", sc.name, n, err)
+		msg := fmt.Sprintf("%s trial %d: %v", sc.name, n, err)
+		c.dump(ctx, msg)
+		t.Fatal(msg)
 	}
 	tr := &trial{c: c, faults: &fault.Injector{}, primary: old}
 	for _, p := range c.pods(ctx) {
@@ -183,13 +184,14 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 		}
 		name, ph, err := c.awaitChange(ctx, old.Name, tr.at, wait, sc.leader == otherLeader)
 		if err != nil {
-			c.dump(ctx)
+			msg := fmt.Sprintf("%s trial %d: %v %v", sc.name, n, err, tr.problems())
+			c.dump(ctx, msg)
 			if sc.repair != nil {
 				// Leave the cluster repaired for the scenarios that follow.
 				tr.faults.HealAll()
 				sc.repair(tr)
 			}
-			t.Fatalf("%s trial %d: %v %v", sc.name, n, err, tr.problems())
+			t.Fatal(msg)
 		}
 		r.ph, r.changed, tr.changedTo = ph, name != "", name
 	}
@@ -221,10 +223,11 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 		// failure message.
 		w.Stop()
 		rep := checker.Analyze(from, time.Now(), m.Stop(), w.writes(), c.finals(ctx, w.writes(), 10*time.Second))
-		c.dump(ctx)
-		t.Fatalf("%s trial %d: %v\n  at that point: %d acknowledged, %d missing from the member labelled primary, "+
+		msg := fmt.Sprintf("%s trial %d: %v\n  at that point: %d acknowledged, %d missing from the member labelled primary, "+
 			"replicas missing %v, instants with two writable %d, two routable %d",
 			sc.name, n, err, rep.Acked, len(rep.Lost), rep.Missing, rep.DualWritable, rep.DualRoutable)
+		c.dump(ctx, msg)
+		t.Fatal(msg)
 	}
 	// Some writes through the healed cluster, then the books are closed.
 	for since := time.Now(); w.firstAckAfter(since).IsZero() && time.Since(since) < 30*time.Second; {
@@ -261,8 +264,9 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 		r.report.MaxLabelled, r.report.Ticks, ms(time.Duration(r.report.IsolatedWritable)*checker.Tick), r.report.GTIDConverged,
 		r.books, tr.notesLine())
 	if len(problems) > 0 {
-		c.dump(ctx)
-		t.Errorf("%s trial %d broke its promises:\n  %s", sc.name, n, strings.Join(problems, "\n  "))
+		msg := fmt.Sprintf("%s trial %d broke its promises:\n  %s", sc.name, n, strings.Join(problems, "\n  "))
+		c.dump(ctx, msg)
+		t.Error(msg)
 	}
 	return r
 }
