@@ -53,12 +53,18 @@ type Candidate struct {
 	// Missing counts the transactions that some other candidate has and this
 	// one lacks; 0 for a member whose history is a superset of all others.
 	Missing uint64
+	// Unapplied counts the transactions it has received but not applied
+	// yet: its promotion, or a hand-over to it, waits for them.
+	Unapplied uint64
 }
 
 // RankCandidates returns the eligible members, best first: the most complete
 // history (retrieved ∪ executed) wins, then the higher failover priority,
-// then the lower name. A member whose GTIDs do not parse is left out, since
-// nothing can be proven about its data.
+// then the fewer transactions left to apply (a member re-cloned by
+// replication receives the whole history long before it has applied it,
+// and a hand-over to it would wait out its deadline), then the lower name.
+// A member whose GTIDs do not parse is left out, since nothing can be
+// proven about its data.
 func RankCandidates(flavor gtid.Flavor, members []Member, rules Rules) []Candidate {
 	var (
 		cands []Candidate
@@ -79,9 +85,13 @@ func RankCandidates(flavor gtid.Flavor, members []Member, rules Rules) []Candida
 	}
 	for i := range cands {
 		cands[i].Missing = hists[i].Missing(all)
+		if applied, err := gtid.ParseHistory(flavor, cands[i].Executed, ""); err == nil {
+			cands[i].Unapplied = applied.Missing(hists[i])
+		}
 	}
 	slices.SortStableFunc(cands, func(a, b Candidate) int {
-		return cmp.Or(cmp.Compare(a.Missing, b.Missing), cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(cmp.Compare(a.Missing, b.Missing), cmp.Compare(b.Priority, a.Priority),
+			cmp.Compare(a.Unapplied, b.Unapplied), cmp.Compare(a.Name, b.Name))
 	})
 	return cands
 }
