@@ -163,6 +163,9 @@ type serverMemory struct {
 	cannotKill     bool
 	// rebuild is the running rebuild of this member (agentctl reinit).
 	rebuild *rebuildRun
+	// stopping: the agent is in its last iteration (SIGTERM); the record
+	// it publishes then carries failover.TagStopped.
+	stopping bool
 }
 
 type failoverStart struct {
@@ -276,6 +279,7 @@ const maxRedo = 5
 func (a *Agent) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.clusterConfig.TTL)
 	defer cancel()
+	a.stopping = true
 	a.iterate(ctx, true)
 	if a.hasDeadline() {
 		// The hand-over did not happen: let the others take over now

@@ -7,17 +7,23 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
 )
 
 // duplicateIdentity says whether another live agent runs with our member
 // name: a member record with our name written by another instance, not
-// stale. The one exception is our own predecessor (this agent restarted):
-// its record advertises an API URL at which we now answer, so it is gone.
-// A predecessor elsewhere (a pod rescheduled to a new address) is waited
-// out until its record goes stale.
+// stale. The exceptions are our own predecessor (this agent restarted):
+// its record advertises an API URL at which we now answer, so it is gone;
+// and a predecessor that said it stopped (failover.TagStopped: its last
+// record, written on SIGTERM), as every pod of a rolling update does. A
+// predecessor that died elsewhere (a pod rescheduled to a new address)
+// is waited out until its record goes stale.
 func (a *Agent) duplicateIdentity(ctx context.Context, cl *dcs.Cluster) string {
 	m, ok := cl.Member(a.self.Name)
 	if !ok || m.Instance == "" || m.Instance == a.instance || m.Stale {
+		return ""
+	}
+	if m.Tags[failover.TagStopped] != "" {
 		return ""
 	}
 	if m.APIURL != "" {

@@ -269,3 +269,21 @@ func TestLoopFollowerDoesNotRestartAReceiverAtOnce(t *testing.T) {
 		t.Fatal("receiver not restarted after a loop_wait")
 	}
 }
+
+// A pod replaced after a graceful stop (a rolling update) comes back at a
+// new address while its predecessor's record is still fresh: the record
+// says the agent stopped, so the new agent acts at once rather than wait
+// it out as a duplicate's (an agent that died leaves no such word:
+// TestLoopAgentWithAReplicasNameRefusesToAct).
+func TestLoopSuccessorOfAStoppedAgentActsAtOnce(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.agents["db2"].shutdown()
+	h.unreachable["db2"] = true // the old pod's address answers no more
+	h.agents["db2"] = h.newAgent("db2", "db2", "db2-new", nil)
+	h.round()
+	if st := h.agents["db2"].Status(); st.Duplicate != "" {
+		t.Fatalf("the successor of a stopped agent refuses to act: %s", st.Duplicate)
+	}
+	h.expectReplicaOf("db2", "db1")
+}

@@ -223,6 +223,9 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	if ss := st.SemiSync; ss != nil && ss.Stalled != "" && a.role == dcs.RolePrimary {
 		m.Tags[failover.TagStalled] = "no replica acknowledges"
 	}
+	if a.stopping {
+		m.Tags[failover.TagStopped] = "agent stopped at " + a.clock.Now().UTC().Format(time.RFC3339)
+	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	if err := a.store.UpdateMember(cctx, m); err != nil {

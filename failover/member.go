@@ -93,6 +93,10 @@ const (
 	// backup (agentctl reinit); it says so after the request is cleared,
 	// while a rebuild past its point of no return finishes.
 	TagRebuilding = "rebuilding"
+	// TagStopped is on the last record an agent writes as it stops
+	// (SIGTERM): no agent acts for the member until a new one starts, and
+	// that one need not wait the record out as a duplicate's.
+	TagStopped = "stopped"
 )
 
 // FromRecord is what a member's DCS record alone says of it: fresh unless
