@@ -57,11 +57,14 @@ func (c *cluster) judgeBooks(ctx context.Context, cl *clients) books {
 	return b
 }
 
-// checkBooks waits for the members to converge, judges the books of a
-// test that promises nothing lost, and fails t if they break a promise.
+// checkBooks stops the clients, waits for the members to converge (no
+// instant has equal positions while a client writes on), judges the books
+// of a test that promises nothing lost, and fails t if they break a promise.
 func (c *cluster) checkBooks(t *testing.T, cl *clients, what string) {
 	t.Helper()
+	cl.stop()
 	if err := c.awaitCaughtUp(2 * time.Minute); err != nil {
+		c.dump(context.Background(), err.Error())
 		t.Fatal(err)
 	}
 	b := c.judgeBooks(context.Background(), cl)

@@ -1,12 +1,16 @@
 package onnode
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,12 +19,28 @@ import (
 
 // A rolling update of the StatefulSet (an agent argument changes) restarts
 // every pod, the primary's included: its agent hands over when it gets
-// SIGTERM, so the update ends with a switchover, not a failover, and a
-// client writing through the primary Service all along loses nothing.
+// SIGTERM, so the update ends with switchovers, not a failover, and a
+// client writing through the primary Service all along loses nothing. The
+// primary is moved to the highest ordinal first: the update restarts it
+// first, and then most often the member it handed over to, while the
+// member it restarted first is still catching up.
 func TestRollingUpdateLosesNothing(t *testing.T) {
 	c := deployed(t)
 	ctx := context.Background()
+	first := members[len(members)-1]
+	if c.waitHealthy(3*time.Minute).Name != first {
+		cmd, err := agentctl(c, "switchover", "--to="+first, "--force", "--wait", "--wait-timeout=60s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("agentctl switchover --to=%s: %v\n%s", first, err, out)
+		}
+	}
 	old := c.waitHealthy(3 * time.Minute)
+	if err := c.awaitCaughtUp(3 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	before := len(c.history(ctx))
 
 	sts, err := c.client.AppsV1().StatefulSets(namespace).Get(ctx, clusterName, metav1.GetOptions{})
@@ -38,6 +58,8 @@ func TestRollingUpdateLosesNothing(t *testing.T) {
 	}
 	cl := c.startClients(true)
 	defer cl.stop() // on a failure
+	agentLogs := followAgents(c)
+	defer agentLogs()
 	w := cl.w
 	time.Sleep(time.Second)
 	began := time.Now()
@@ -55,6 +77,7 @@ func TestRollingUpdateLosesNothing(t *testing.T) {
 
 	var switchovers, failovers int
 	for _, e := range c.history(ctx)[before:] {
+		t.Logf("history: %s %s -> %s: %s", e.Kind, e.From, e.To, e.Reason)
 		switch e.Kind {
 		case "switchover":
 			switchovers++
@@ -65,7 +88,8 @@ func TestRollingUpdateLosesNothing(t *testing.T) {
 	t.Logf("rolling update of 3 pods took %s; old primary %s; %d acknowledged writes, none lost; longest write gap %s; %d switchover(s), %d failover(s)",
 		ms(took), old.Name, len(acked), ms(w.longestGap()), switchovers, failovers)
 	fmt.Printf("onnode: rolling update: %d acknowledged writes through the primary Service, 0 lost, longest write gap %s\n", len(acked), ms(w.longestGap()))
-	if failovers > 0 || switchovers == 0 {
+	if failovers > 0 || switchovers == 0 || old.Name != first {
+		t.Logf("the agents' hand-over lines:\n%s", agentLogs())
 		t.Errorf("the update made %d failover(s) and %d switchover(s): the primary must hand over before its pod restarts", failovers, switchovers)
 	}
 }
@@ -73,15 +97,24 @@ func TestRollingUpdateLosesNothing(t *testing.T) {
 func waitRolledOut(t *testing.T, c *cluster, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(timeout)
+	start, deadline := time.Now(), time.Now().Add(timeout)
+	var progress string
 	for {
 		s, err := c.client.AppsV1().StatefulSets(namespace).Get(ctx, clusterName, metav1.GetOptions{})
-		if err == nil && rolledOut(s) {
-			return
+		if err == nil {
+			// Where a rolling update's time goes: each pod's restart.
+			if p := fmt.Sprintf("%d updated, %d ready", s.Status.UpdatedReplicas, s.Status.ReadyReplicas); p != progress {
+				progress = p
+				t.Logf("+%s rollout: %s", ms(time.Since(start)), p)
+			}
+			if rolledOut(s) {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
-			c.dump(ctx)
-			t.Fatalf("StatefulSet not rolled out within %s: %+v", timeout, s.Status)
+			msg := fmt.Sprintf("StatefulSet not rolled out within %s: %+v", timeout, s.Status)
+			c.dump(ctx, msg)
+			t.Fatal(msg)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -132,5 +165,55 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// followAgents keeps every incarnation's agent log of each pod while a
+// rolling update replaces them (a replaced pod's log goes with it); the
+// returned function stops and returns the lines that tell a hand-over's
+// story, for a failure message.
+func followAgents(c *cluster) (stop func() string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu    sync.Mutex
+		lines []string
+		seen  = map[string]bool{}
+		wg    sync.WaitGroup
+	)
+	for _, p := range c.pods(ctx) {
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				rc, err := c.client.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{Container: "agent", Follow: true}).Stream(ctx)
+				if err != nil {
+					time.Sleep(500 * time.Millisecond)
+					continue
+				}
+				sc := bufio.NewScanner(rc)
+				for sc.Scan() {
+					// A stream that ended is opened again, from its start
+					// while the old container's log is still there.
+					l := name + ": " + sc.Text()
+					if strings.Contains(l, "decision") || strings.Contains(l, "switchover") || strings.Contains(l, "hand") ||
+						strings.Contains(l, "releas") || strings.Contains(l, "stopp") {
+						mu.Lock()
+						if !seen[l] {
+							seen[l] = true
+							lines = append(lines, l)
+						}
+						mu.Unlock()
+					}
+				}
+				rc.Close()
+			}
+		}(p.Name)
+	}
+	return func() string {
+		cancel()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(lines, "\n")
 	}
 }
