@@ -163,9 +163,11 @@ type serverMemory struct {
 	cannotKill     bool
 	// rebuild is the running rebuild of this member (agentctl reinit).
 	rebuild *rebuildRun
-	// stopping: the agent is in its last iteration (SIGTERM); the record
-	// it publishes then carries failover.TagStopped.
-	stopping bool
+	// stopping: the agent is in its last iterations (SIGTERM); the record
+	// it publishes then carries failover.TagStopped. failedTargets are the
+	// members a hand-over of this shutdown did not complete with.
+	stopping      bool
+	failedTargets []string
 }
 
 type failoverStart struct {
@@ -274,13 +276,29 @@ func (a *Agent) loopDelay() time.Duration {
 // maxRedo bounds the iterations run back to back.
 const maxRedo = 5
 
-// shutdown runs one last iteration in which a leader hands over, bounded by
-// ttl so that a pod deletion never waits on us for long.
+// maxHandovers and shutdownTTLs bound a stopping leader's hand-over
+// attempts and their time.
+const (
+	maxHandovers = 3
+	shutdownTTLs = 3
+)
+
+// shutdown runs the last iterations, in which a leader hands over: to the
+// best replica and, when that one does not catch up in time (a member that
+// has just restarted and is still applying), to the next best, at most
+// maxHandovers in all and within shutdownTTLs ttls, so that a pod deletion
+// never waits on us for long (the server's preStop hook waits up to 45 s).
 func (a *Agent) shutdown() {
-	ctx, cancel := context.WithTimeout(context.Background(), a.clusterConfig.TTL)
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTTLs*a.clusterConfig.TTL)
 	defer cancel()
 	a.stopping = true
-	a.iterate(ctx, true)
+	for n := 0; n < maxHandovers && ctx.Err() == nil; n++ {
+		failed := len(a.failedTargets)
+		a.iterate(ctx, true)
+		if !a.hasDeadline() || len(a.failedTargets) == failed {
+			break // handed over, released, or nothing more to try
+		}
+	}
 	if a.hasDeadline() {
 		// The hand-over did not happen: let the others take over now
 		// rather than after ttl.

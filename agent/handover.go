@@ -214,6 +214,9 @@ func (a *Agent) waitForTarget(ctx context.Context, peer Peer, set string, until 
 //	MariaDB: SET GLOBAL read_only = OFF
 func (a *Agent) abandonHandover(ctx context.Context, cl *dcs.Cluster, target, reason string) {
 	a.handoverDeadline = switchoverDeadline{}
+	if a.stopping {
+		a.failedTargets = append(a.failedTargets, target)
+	}
 	if a.renew(ctx) && a.canWriteFor(a.clusterConfig.RetryTimeout) {
 		cctx, cancel := a.callCtx(ctx)
 		err := a.db.Unfence(cctx)

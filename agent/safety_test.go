@@ -287,3 +287,21 @@ func TestLoopSuccessorOfAStoppedAgentActsAtOnce(t *testing.T) {
 	}
 	h.expectReplicaOf("db2", "db1")
 }
+
+// A stopping leader whose best replica does not catch up in time (a pod
+// restarted a moment ago, still applying) hands over to the next best
+// rather than release the lock into a failover.
+func TestLoopStoppingLeaderTriesTheNextTarget(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.mysql.write("db1")
+	h.round()
+	h.mysql.byName("db2").waitErr = errTimedOut // ranks first (by name), never catches up
+	h.agents["db1"].shutdown()
+	if got := h.holder(); got != "db3" {
+		t.Fatalf("lock held by %q after the stop, want db3 (handed over after db2 failed)", got)
+	}
+	h.killAgent("db1")
+	h.advance(3*time.Second, "db2", "db3")
+	h.expectPrimary("db3")
+}

@@ -88,7 +88,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 	s := failover.Snapshot{
 		Self: a.self.Name, SelfInstance: a.instance, SelfAddr: a.self.MySQLAddr, Flavor: a.flavor(), Now: now,
 		Paused: a.clusterConfig.Paused, ConfigUnknown: cl.ConfigErr != nil && !a.clusterConfigGood,
-		Initialized: cl.Initialized != nil, ShuttingDown: stopping,
+		Initialized: cl.Initialized != nil, ShuttingDown: stopping, FailedTargets: a.failedTargets,
 		Deadline: a.effectiveDeadline(), Grace: a.clusterConfig.LoopWait * 2, Rules: failover.RulesOf(a.clusterConfig),
 		PromotionTimeout: a.promotionTimeout(),
 		LocalUp:          localErr == nil, LocalDown: errors.Is(localErr, mysqlctl.ErrDown),

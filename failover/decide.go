@@ -138,6 +138,10 @@ type Snapshot struct {
 	Initialized   bool
 	// ShuttingDown: the agent is stopping (SIGTERM); a holder hands over.
 	ShuttingDown bool
+	// FailedTargets are the members a hand-over of this shutdown could not
+	// complete with (they did not catch up in time): the next attempt
+	// tries the next best.
+	FailedTargets []string
 
 	// Leader and LeaderInstance name the lock holder; Leader is "" when
 	// nobody holds it. LeaderExpired reports the backend's expiry rule on
@@ -709,7 +713,7 @@ func (s Snapshot) betterPeer() string {
 func bestOther(s Snapshot) string {
 	var others []Member
 	for _, m := range s.Members {
-		if m.Name != s.Self {
+		if m.Name != s.Self && !slices.Contains(s.FailedTargets, m.Name) {
 			others = append(others, m)
 		}
 	}
@@ -727,7 +731,9 @@ func whyNoneEligible(s Snapshot) string {
 		if m.Name == s.Self {
 			continue
 		}
-		if w := Ineligibility(m, s.Rules); w != "" {
+		if slices.Contains(s.FailedTargets, m.Name) {
+			why = append(why, m.Name+": a hand-over to it did not complete")
+		} else if w := Ineligibility(m, s.Rules); w != "" {
 			why = append(why, m.Name+": "+w)
 		}
 	}

@@ -64,6 +64,10 @@ func (b *snap) failsafeLeader(name string) *snap { b.s.FailsafeLeader = name; re
 func (b *snap) paused() *snap                    { b.s.Paused = true; return b }
 func (b *snap) uninitialized() *snap             { b.s.Initialized = false; return b }
 func (b *snap) stopping() *snap                  { b.s.ShuttingDown = true; return b }
+func (b *snap) failedTarget(name string) *snap {
+	b.s.FailedTargets = append(b.s.FailedTargets, name)
+	return b
+}
 func (b *snap) leaderlessFor(d time.Duration) *snap {
 	b.s.LeaderlessSince = t0.Add(-d)
 	return b
@@ -161,6 +165,10 @@ func TestDecide(t *testing.T) {
 		{"leader whose mysqld died releases", cluster().me("db1").deadlineIn(3 * time.Second).primary().localDown(), ReleaseLock, "", false, "mysqld is down"},
 		{"leader whose mysqld hangs keeps the lock", cluster().me("db1").deadlineIn(3 * time.Second).primary().localHung(), Lead, "", true, "may resume writable"},
 		{"stopping leader hands over to best replica", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().gtid("db2", "0-1-99"), Switchover, "db3", false, "agent stopping"},
+		{"stopping leader passes over a replica a hand-over failed with", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().gtid("db2", "0-1-99").
+			failedTarget("db3"), Switchover, "db2", false, "agent stopping"},
+		{"stopping leader whose hand-overs all failed releases", cluster().me("db1").deadlineIn(3 * time.Second).primary().stopping().
+			failedTarget("db3").failedTarget("db2"), ReleaseLock, "", false, "db2: a hand-over to it did not complete; db3: a hand-over to it did not complete"},
 		{"stopping leader with no eligible replica releases", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().
 			with("db2", func(m *Member) { m.Healthy = false }).with("db3", func(m *Member) { m.NoFailover = true }), ReleaseLock, "", false, "no replica can take over (db2: its mysqld is down; db3: it is tagged nofailover)"},
 
