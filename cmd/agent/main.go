@@ -113,7 +113,7 @@ func defineFlags(o *options, b *dcs.Config) *flag.FlagSet {
 	fs.StringVar(&o.apiTLS.CA, "api-tls-ca", "", "CA that verifies peers' API certificates, and the client certificate POST /failsafe requires")
 	fs.StringVar(&o.cfg.APIURL, "advertise-api-url", env("MYSQLHA_ADVERTISE_API_URL", "http://"+net.JoinHostPort(podIP, "8008")), "URL where peers reach this agent's API")
 	fs.BoolVar(&o.cfg.NoFailover, "nofailover", false, "never become leader")
-	fs.IntVar(&o.cfg.FailoverPriority, "failover-priority", 0, "ranks equally up-to-date candidates; higher wins")
+	fs.IntVar(&o.cfg.FailoverPriority, "failover-priority", 0, "ranks equally up-to-date candidates; higher wins; among equal priorities, the one with the fewest received transactions left to apply")
 	fs.DurationVar(&o.cfg.SemiSyncTimeout, "semi-sync-timeout", 10*time.Second, "how long the primary waits for an acknowledgement (semi-sync mode on)")
 	fs.DurationVar(&b.TTL, "ttl", b.TTL, "bootstrap: leader lock validity")
 	fs.DurationVar(&b.LoopWait, "loop-wait", b.LoopWait, "bootstrap: HA loop period")
