@@ -139,6 +139,10 @@ func (n *Node) startAPIServer() error {
 // Service included), which the next scenario would otherwise measure as
 // its own; and the old scheduler was seen to leave a new pod unscheduled
 // for minutes ("Scheduler cache is corrupted" after a forced deletion).
+// kube-proxy too: its stale watches left the pods' ClusterIP of the API
+// server (default/kubernetes) refusing connections for 40 s into the next
+// scenario, so that no agent could reach its DCS; it returns once the API
+// server answers through that ClusterIP again.
 func (n *Node) RestartControllers() error {
 	if n.cm != nil {
 		n.cm.Stop()
@@ -149,7 +153,18 @@ func (n *Node) RestartControllers() error {
 	if n.scheduler != nil {
 		n.scheduler.kill()
 	}
-	return n.startScheduler()
+	if err := n.startScheduler(); err != nil {
+		return err
+	}
+	if n.proxy != nil {
+		n.proxy.kill()
+	}
+	if err := n.startProxy(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return n.waitServiceNetwork(ctx)
 }
 
 func (n *Node) startControllerManager() error {
