@@ -37,8 +37,11 @@ build:
 ## loop's packages run first under the race detector (they are fast, and the
 ## agent's goroutines share state). tools/testtime prints what go test would,
 ## then the time each package and the slowest tests took.
-test: deps lint
-	$(GO) test -count=1 -race ./agent/ ./failover/ ./ctl/
+test:
+	@start=$$(date +%s); $(MAKE) --no-print-directory deps lint && \
+		echo "make test: installs, builds and lint took $$(( $$(date +%s) - start ))s"
+	@start=$$(date +%s); $(GO) test -count=1 -race ./agent/ ./failover/ ./ctl/ && \
+		echo "make test: the race detector's run took $$(( $$(date +%s) - start ))s"
 	$(GO) build -o bin/testtime ./tools/testtime
 	bash -o pipefail -c '$(GO) test -json -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./... | bin/testtime'
 
