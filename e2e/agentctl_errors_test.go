@@ -144,10 +144,13 @@ func TestAgentctlErrors(t *testing.T) {
 	})
 
 	// --wait gives up after --wait-timeout with 7; the request it wrote
-	// stands, and the leader carries it out.
+	// stands, and the leader carries it out. The leader is frozen while
+	// agentctl waits: a live one was seen to hand over within the 1 ms.
 	second := c.Others(primary, tagged)[0]
 	t.Run("timeout", func(t *testing.T) {
+		primary.FreezeAgent()
 		r := c.Ctl("switchover", "--to", second.Name, "--force", "--wait", "--wait-timeout=1ms")
+		primary.ThawAgent()
 		expectExit(t, r, 7, "timed out")
 		if !strings.Contains(r.Stdout, "Switchover requested: "+primary.Name+" -> "+second.Name) {
 			t.Errorf("agentctl did not report the request it wrote before waiting:\n%s", r)
