@@ -184,10 +184,17 @@ func followAgents(c *cluster) (stop func() string) {
 		wg.Add(1)
 		go func(name string) {
 			defer wg.Done()
+			var started time.Time
 			for ctx.Err() == nil {
+				// Not at once after a stream ended: while the pod
+				// terminates, its exited container's log would be read
+				// whole again and again.
+				if !started.IsZero() {
+					time.Sleep(500 * time.Millisecond)
+				}
+				started = time.Now()
 				rc, err := c.client.CoreV1().Pods(namespace).GetLogs(name, &corev1.PodLogOptions{Container: "agent", Follow: true}).Stream(ctx)
 				if err != nil {
-					time.Sleep(500 * time.Millisecond)
 					continue
 				}
 				sc := bufio.NewScanner(rc)
