@@ -134,6 +134,8 @@ func (c *Cluster) judge(what string, from, to time.Time, samples []checker.Sampl
 	e checker.Expect) checker.Report {
 	r := checker.Analyze(from, to, samples, checkerWrites(acks), finals)
 	v := r.Violations(e)
+	c.tb.Logf("verdict: %s: %d acknowledged writes, %d lost; %d instants judged, %d with two writable", what, r.Acked,
+		len(r.Lost), r.Ticks, r.DualWritable)
 	if len(v) == 0 {
 		return r
 	}

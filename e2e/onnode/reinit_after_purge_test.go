@@ -71,7 +71,7 @@ func TestReinitMemberAfterPurge(t *testing.T) {
 			t.Errorf("%s's server container restarted %d times, want once (the swap)", victim, st.RestartCount)
 		}
 	}
-	t.Logf("%s rebuilt: it holds all %d acknowledged writes, before and after the purge", victim, len(acked))
+	t.Logf("verdict: %s rebuilt: it holds all %d acknowledged writes, before and after the purge", victim, len(acked))
 }
 
 // purgeBinlogs leaves the primary with only its current binary log.

@@ -85,7 +85,7 @@ func TestRollingUpdateLosesNothing(t *testing.T) {
 			failovers++
 		}
 	}
-	t.Logf("rolling update of 3 pods took %s; old primary %s; %d acknowledged writes, none lost; longest write gap %s; %d switchover(s), %d failover(s)",
+	t.Logf("verdict: rolling update of 3 pods took %s; old primary %s; %d acknowledged writes, none lost; longest write gap %s; %d switchover(s), %d failover(s)",
 		ms(took), old.Name, len(acked), ms(w.longestGap()), switchovers, failovers)
 	fmt.Printf("onnode: rolling update: %d acknowledged writes through the primary Service, 0 lost, longest write gap %s\n", len(acked), ms(w.longestGap()))
 	if failovers > 0 || switchovers == 0 || old.Name != first {

@@ -257,7 +257,7 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	problems = append(problems, r.report.Violations(sc.expect)...)
 	problems = append(problems, r.books.violations(sc.expect)...)
 	problems = append(problems, tr.problems()...)
-	t.Logf("%s trial %d: %s -> %s; detect %s promote %s route %s; %d acked, %d lost, longest outage %s; "+
+	t.Logf("verdict: %s trial %d: %s -> %s; detect %s promote %s route %s; %d acked, %d lost, longest outage %s; "+
 		"max writable %d routable %d labelled %d over %d instants; writable while unreachable %s; GTIDs converged %v; %s%s",
 		sc.name, n, old.Name, now.Name, opt(r.changed, r.ph.detect), opt(r.changed, r.ph.promote), opt(r.changed, r.ph.route),
 		r.report.Acked, len(r.report.Lost), ms(r.report.LongestOutage), r.report.MaxWritable, r.report.MaxRoutable,

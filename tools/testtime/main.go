@@ -4,6 +4,11 @@
 // package, and the slowest top-level tests. `make test` pipes through it,
 // so a CI log says which package and which scenario ate the budget.
 //
+// It also prints every line a test logged with the marker "verdict: ",
+// passing tests included: the end-to-end scenarios log their checker's
+// judgement that way (acknowledged and lost writes, the bank, the
+// linearizability check), so a green CI log still shows what was proven.
+//
 // Usage: go test -json ./... | go run ./tools/testtime [-top N]
 package main
 
@@ -58,6 +63,7 @@ func run(r io.Reader, w io.Writer, top int) (failed bool, err error) {
 		packages []timing
 		tests    []timing
 		inTests  = map[string]time.Duration{} // per package
+		verdicts []string
 	)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -78,6 +84,9 @@ func run(r io.Reader, w io.Writer, top int) (failed bool, err error) {
 				continue
 			}
 			pending[key] = append(pending[key], e.Output)
+			if _, v, ok := strings.Cut(e.Output, verdictMarker); ok {
+				verdicts = append(verdicts, fmt.Sprintf("  %s %s: %s", shortPackage(e.Package), e.Test, strings.TrimRight(v, "\n")))
+			}
 		case "pass", "fail", "skip":
 			d := time.Duration(e.Elapsed * float64(time.Second))
 			if e.Action == "fail" {
@@ -102,9 +111,24 @@ func run(r io.Reader, w io.Writer, top int) (failed bool, err error) {
 	if err := sc.Err(); err != nil {
 		return failed, err
 	}
+	if len(verdicts) > 0 {
+		fmt.Fprintf(w, "\nthe scenarios' verdicts (%d):\n%s\n", len(verdicts), strings.Join(verdicts, "\n"))
+	}
 	printTable(w, "time by package", packages, len(packages))
 	printTable(w, fmt.Sprintf("the %d slowest tests", min(top, len(tests))), tests, top)
 	return failed, nil
+}
+
+// verdictMarker starts the part of a logged line that is a scenario's
+// verdict (see the package comment).
+const verdictMarker = "verdict: "
+
+// shortPackage drops the module path: every package is in one module.
+func shortPackage(p string) string {
+	if i := strings.Index(p, "/mysqlha/mysqlha/"); i >= 0 {
+		return p[i+len("/mysqlha/mysqlha/"):]
+	}
+	return p
 }
 
 func printTable(w io.Writer, title string, rows []timing, limit int) {
