@@ -39,8 +39,8 @@ func TestParseBinlogInfo(t *testing.T) {
 func TestPlanSwap(t *testing.T) {
 	l := Layout{Datadir: "/d"}
 	ops, err := PlanSwap(l, phaseStaged,
-		[]string{"ibdata1", "mysql", MarkerFile, ServerIDFile, stagingDir, oldDir},
-		[]string{"ibdata1", "app", preparedFile, ServerIDFile, "xtrabackup_binlog_info"})
+		[]string{"ibdata1", "mysql", MarkerFile, ServerIDFile, stagingDir, oldDir, SavedPrefix + "20261206T050000Z-db1.sql"},
+		[]string{"ibdata1", "app", preparedFile, ServerIDFile, "xtrabackup_binlog_info", SavedPrefix + "20261201T000000Z-db2.sql"})
 	if err != nil {
 		t.Fatal(err)
 	}

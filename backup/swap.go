@@ -21,6 +21,10 @@ const (
 	MarkerFile = ".mysqlha-reinit"
 	// ServerIDFile is the member's own server-id file, which survives.
 	ServerIDFile = "mysqlha-server-id"
+	// SavedPrefix starts the name of a file of transactions saved before an
+	// automatic rebuild (package salvage): they exist nowhere else, so they
+	// survive every swap, and a donor's are not copied.
+	SavedPrefix  = "mysqlha-saved-"
 	stagingDir   = ".mysqlha-reinit-staging"
 	oldDir       = ".mysqlha-reinit-old"
 	preparedFile = ".mysqlha-prepared"
@@ -105,12 +109,13 @@ func (o Op) String() string {
 // remainder: each phase only moves what is still at its source.
 func PlanSwap(l Layout, phase string, dataEntries, stagingEntries []string) ([]Op, error) {
 	data, staging, old := l.Datadir, l.Staging(), filepath.Join(l.Datadir, oldDir)
-	reserved := map[string]bool{MarkerFile: true, ServerIDFile: true, stagingDir: true, oldDir: true}
+	fixed := map[string]bool{MarkerFile: true, ServerIDFile: true, stagingDir: true, oldDir: true}
+	reserved := func(e string) bool { return fixed[e] || strings.HasPrefix(e, SavedPrefix) }
 	var ops []Op
 	switch phase {
 	case phaseStaged:
 		for _, e := range dataEntries {
-			if !reserved[e] {
+			if !reserved(e) {
 				ops = append(ops, Op{Kind: "rename", From: filepath.Join(data, e), To: filepath.Join(old, e)})
 			}
 		}
@@ -118,9 +123,9 @@ func PlanSwap(l Layout, phase string, dataEntries, stagingEntries []string) ([]O
 		fallthrough
 	case phaseMovedOut:
 		for _, e := range stagingEntries {
-			if reserved[e] || e == preparedFile {
-				// The donor's server-id file and the staging's own
-				// bookkeeping do not belong to this member.
+			if reserved(e) || e == preparedFile {
+				// The donor's server-id file, saved transactions and the
+				// staging's own bookkeeping do not belong to this member.
 				continue
 			}
 			ops = append(ops, Op{Kind: "rename", From: filepath.Join(staging, e), To: filepath.Join(data, e)})
