@@ -47,6 +47,42 @@ func ParseSemiSyncMode(s string) (SemiSyncMode, error) {
 	return 0, fmt.Errorf("%w: unknown semi-sync mode %q (want one of %v)", ErrInvalid, s, semiSyncNames)
 }
 
+// RebuildPolicy says what a member's agent does when the member holds
+// transactions the leader lacks (a diverged old primary).
+type RebuildPolicy uint8
+
+const (
+	// RebuildAuto: save the extra transactions to a file on the member's
+	// volume, then rebuild it from a donor. Without a complete save, no
+	// rebuild.
+	RebuildAuto RebuildPolicy = iota
+	// RebuildReport: only report it (status, metric, Event); a person
+	// decides (agentctl reinit).
+	RebuildReport
+)
+
+var rebuildPolicyNames = [...]string{"auto", "report"}
+
+// Valid reports whether p is one of the defined policies.
+func (p RebuildPolicy) Valid() bool { return int(p) < len(rebuildPolicyNames) }
+
+func (p RebuildPolicy) String() string {
+	if p.Valid() {
+		return rebuildPolicyNames[p]
+	}
+	return fmt.Sprintf("RebuildPolicy(%d)", p)
+}
+
+// ParseRebuildPolicy parses the String form of a RebuildPolicy.
+func ParseRebuildPolicy(s string) (RebuildPolicy, error) {
+	for i, n := range rebuildPolicyNames {
+		if n == s {
+			return RebuildPolicy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown rebuild_diverged policy %q (want one of %v)", ErrInvalid, s, rebuildPolicyNames)
+}
+
 // Bounds of a lock or member ttl. Both backends store ttls in whole seconds
 // (Lease leaseDurationSeconds, etcd lease TTL). Anything above MaxTTL is
 // treated as an impossible duration in a stored record.
@@ -65,6 +101,10 @@ const (
 	DefaultSafetyMargin = 1 * time.Second
 	// DefaultMaximumLagOnFailover excludes replicas further behind than this.
 	DefaultMaximumLagOnFailover = 30 * time.Second
+	// DefaultReseedAfter: how long a replica may be refused the binary logs
+	// it needs before it is rebuilt. Long enough for a person who purged
+	// by mistake to notice; short against a night on two of three members.
+	DefaultReseedAfter = 5 * time.Minute
 )
 
 // Member record timing, shared by all backends: UpdateMember writes at least
@@ -96,6 +136,13 @@ type Config struct {
 	// Failsafe keeps the leader writable while the DCS is unreachable, as
 	// long as every member confirms it.
 	Failsafe bool
+	// RebuildDiverged: what happens to a member holding transactions the
+	// leader lacks.
+	RebuildDiverged RebuildPolicy
+	// ReseedAfter: how long a replica's source may refuse it the binary
+	// logs it needs (error 1236) before it is rebuilt from a donor; 0
+	// never rebuilds it automatically.
+	ReseedAfter time.Duration
 }
 
 // DefaultConfig returns the configuration in effect when none is stored.
@@ -107,6 +154,7 @@ func DefaultConfig() Config {
 		SafetyMargin:         DefaultSafetyMargin,
 		MaximumLagOnFailover: DefaultMaximumLagOnFailover,
 		SemiSync:             SemiSyncOff,
+		ReseedAfter:          DefaultReseedAfter,
 	}
 }
 
@@ -136,6 +184,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaximumLagOnFailover < 0 {
 		errs = append(errs, fmt.Errorf("%w: maximum_lag_on_failover must be >= 0, got %v", ErrInvalid, c.MaximumLagOnFailover))
+	}
+	if c.ReseedAfter < 0 {
+		errs = append(errs, fmt.Errorf("%w: reseed_after must be >= 0 (0 never rebuilds automatically), got %v", ErrInvalid, c.ReseedAfter))
+	}
+	if !c.RebuildDiverged.Valid() {
+		errs = append(errs, fmt.Errorf("%w: unknown rebuild_diverged policy %d", ErrInvalid, c.RebuildDiverged))
 	}
 	if !c.SemiSync.Valid() {
 		errs = append(errs, fmt.Errorf("%w: unknown semi-sync mode %d", ErrInvalid, c.SemiSync))

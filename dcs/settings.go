@@ -45,6 +45,19 @@ var settings = []setting{
 			return nil
 		},
 	},
+	{
+		key: "rebuild_diverged", help: "auto (save a diverged member's extra transactions to a file on its volume, then rebuild it) or report (a person runs agentctl reinit)",
+		get: func(c Config) any { return c.RebuildDiverged.String() },
+		set: func(c *Config, v string) error {
+			p, err := ParseRebuildPolicy(v)
+			if err != nil {
+				return fmt.Errorf("rebuild_diverged=%s: %w", v, err)
+			}
+			c.RebuildDiverged = p
+			return nil
+		},
+	},
+	durationSetting("reseed_after", "a replica refused the binary logs it needs (error 1236) this long is rebuilt from a donor; 0 never", func(c *Config) *time.Duration { return &c.ReseedAfter }),
 	boolSetting("failsafe_mode", "the leader stays writable while the DCS is unreachable if every member confirms it", func(c *Config) *bool { return &c.Failsafe }),
 	boolSetting("paused", "maintenance mode: no automatic failover or demotion", func(c *Config) *bool { return &c.Paused }),
 }

@@ -13,7 +13,8 @@ import (
 // TestSettingsRoundTrip: every setting's shown value sets it back.
 func TestSettingsRoundTrip(t *testing.T) {
 	c := dcs.Config{TTL: 12 * time.Second, LoopWait: 1500 * time.Millisecond, RetryTimeout: 2 * time.Second,
-		SafetyMargin: 0, MaximumLagOnFailover: time.Minute, SemiSync: dcs.SemiSyncStrict, Paused: true, Failsafe: true}
+		SafetyMargin: 0, MaximumLagOnFailover: time.Minute, SemiSync: dcs.SemiSyncStrict, Paused: true, Failsafe: true,
+		RebuildDiverged: dcs.RebuildReport, ReseedAfter: 90 * time.Second}
 	var back dcs.Config
 	for _, s := range c.Settings() {
 		if err := back.Set(s.Key, fmt.Sprint(s.Value)); err != nil {
@@ -23,7 +24,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 	if back != c {
 		t.Fatalf("round trip gave %+v, want %+v", back, c)
 	}
-	if got := strings.Join(dcs.SettingKeys(), ","); got != "ttl,loop_wait,retry_timeout,safety_margin,maximum_lag_on_failover,semi_sync,failsafe_mode,paused" {
+	if got := strings.Join(dcs.SettingKeys(), ","); got != "ttl,loop_wait,retry_timeout,safety_margin,maximum_lag_on_failover,semi_sync,rebuild_diverged,reseed_after,failsafe_mode,paused" {
 		t.Fatalf("SettingKeys() = %s", got)
 	}
 }
@@ -35,6 +36,8 @@ func TestSetRefusesBadInput(t *testing.T) {
 		{"loop_wait", "fast", "loop_wait=fast is not a duration"},
 		{"semi_sync", "always", `semi_sync=always: dcs: invalid argument: unknown semi-sync mode "always"`},
 		{"paused", "maybe", "paused=maybe: want true or false"},
+		{"rebuild_diverged", "always", `rebuild_diverged=always: dcs: invalid argument: unknown rebuild_diverged policy "always" (want one of [auto report])`},
+		{"reseed_after", "5", "reseed_after=5 is not a duration"},
 	} {
 		c := dcs.DefaultConfig()
 		err := c.Set(tc.key, tc.value)

@@ -367,6 +367,9 @@ type Reinit struct {
 	Donor string
 	// RequestedAt is set from the writer's clock when zero.
 	RequestedAt time.Time
+	// Reason says why an agent asked to rebuild itself (self-healing);
+	// "" for a person's agentctl reinit.
+	Reason string
 
 	// Version is set on read; pass it to ClearReinit.
 	Version string

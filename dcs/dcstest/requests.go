@@ -35,12 +35,13 @@ func testSwitchover(t *testing.T, e *Env) {
 // cleared only at its version, and independent of a switchover request.
 func testReinit(t *testing.T, e *Env) {
 	a, b := e.Stores[0], e.Stores[1]
-	must(t, "request reinit", b.RequestReinit(ctxT(t), dcs.Reinit{Member: "m1", Donor: "m0"}))
+	must(t, "request reinit", b.RequestReinit(ctxT(t), dcs.Reinit{Member: "m1", Donor: "m0", Reason: "automatic rebuild from m0: diverged"}))
 	mustIs(t, "second request", a.RequestReinit(ctxT(t), dcs.Reinit{Member: "m0"}), dcs.ErrExists)
 	must(t, "a switchover beside it", a.RequestSwitchover(ctxT(t), dcs.Switchover{}))
 	c := waitFor(t, a, "reinit pending", func(c *dcs.Cluster) bool { return c.Reinit != nil && c.Switchover != nil })
 	got := c.Reinit
-	if got.Member != "m1" || got.Donor != "m0" || got.RequestedAt.IsZero() || got.Version == "" || got.Err != nil {
+	if got.Member != "m1" || got.Donor != "m0" || got.Reason != "automatic rebuild from m0: diverged" || got.RequestedAt.IsZero() ||
+		got.Version == "" || got.Err != nil {
 		t.Fatalf("reinit read as %+v", got)
 	}
 	must(t, "clear the switchover", a.ClearSwitchover(ctxT(t), c.Switchover.Version))

@@ -237,6 +237,8 @@ type configJSON struct {
 	SemiSync             string `json:"semi_sync,omitempty"`
 	Paused               bool   `json:"paused,omitempty"`
 	Failsafe             bool   `json:"failsafe_mode,omitempty"`
+	RebuildDiverged      string `json:"rebuild_diverged,omitempty"`
+	ReseedAfter          string `json:"reseed_after,omitempty"`
 }
 
 // EncodeConfig validates and encodes a config.
@@ -248,6 +250,7 @@ func EncodeConfig(c dcs.Config) ([]byte, error) {
 		TTL: c.TTL.String(), LoopWait: c.LoopWait.String(), RetryTimeout: c.RetryTimeout.String(),
 		SafetyMargin: c.SafetyMargin.String(), MaximumLagOnFailover: c.MaximumLagOnFailover.String(),
 		SemiSync: c.SemiSync.String(), Paused: c.Paused, Failsafe: c.Failsafe,
+		RebuildDiverged: c.RebuildDiverged.String(), ReseedAfter: c.ReseedAfter.String(),
 	})
 }
 
@@ -268,6 +271,7 @@ func DecodeConfig(where string, b []byte) (dcs.Config, error) {
 		{"ttl", j.TTL, &c.TTL}, {"loop_wait", j.LoopWait, &c.LoopWait},
 		{"retry_timeout", j.RetryTimeout, &c.RetryTimeout}, {"safety_margin", j.SafetyMargin, &c.SafetyMargin},
 		{"maximum_lag_on_failover", j.MaximumLagOnFailover, &c.MaximumLagOnFailover},
+		{"reseed_after", j.ReseedAfter, &c.ReseedAfter},
 	} {
 		if f.s == "" {
 			continue
@@ -285,6 +289,13 @@ func DecodeConfig(where string, b []byte) (dcs.Config, error) {
 			errs = append(errs, err)
 		}
 		c.SemiSync = m
+	}
+	if j.RebuildDiverged != "" {
+		p, err := dcs.ParseRebuildPolicy(j.RebuildDiverged)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.RebuildDiverged = p
 	}
 	c.Paused, c.Failsafe = j.Paused, j.Failsafe
 	if len(errs) == 0 {
@@ -348,6 +359,7 @@ type reinitJSON struct {
 	Member      string    `json:"member"`
 	Donor       string    `json:"donor,omitempty"`
 	RequestedAt time.Time `json:"requested_at"`
+	Reason      string    `json:"reason,omitempty"`
 }
 
 // ValidateReinit checks a request; errors wrap dcs.ErrInvalid.
@@ -370,7 +382,7 @@ func EncodeReinit(r dcs.Reinit) ([]byte, error) {
 	if err := ValidateReinit(r); err != nil {
 		return nil, err
 	}
-	return json.Marshal(reinitJSON{Member: r.Member, Donor: r.Donor, RequestedAt: r.RequestedAt.UTC()})
+	return json.Marshal(reinitJSON{Member: r.Member, Donor: r.Donor, RequestedAt: r.RequestedAt.UTC(), Reason: r.Reason})
 }
 
 // DecodeReinit decodes a stored reinit request.
@@ -379,7 +391,7 @@ func DecodeReinit(where string, b []byte) (dcs.Reinit, error) {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return dcs.Reinit{}, corrupt(where, "reinit request is not valid JSON", err)
 	}
-	r := dcs.Reinit{Member: j.Member, Donor: j.Donor, RequestedAt: j.RequestedAt}
+	r := dcs.Reinit{Member: j.Member, Donor: j.Donor, RequestedAt: j.RequestedAt, Reason: j.Reason}
 	if err := ValidateReinit(r); err != nil {
 		return dcs.Reinit{}, corrupt(where, "invalid reinit request", err)
 	}

@@ -291,3 +291,21 @@ func TestMemberReceiver(t *testing.T) {
 		t.Fatalf("receiver state 9 encoded: %v", err)
 	}
 }
+
+// TestRebuildSettingsRoundTrip: an explicit reseed_after of 0 (never) is
+// not mistaken for an absent one (the default), and a policy survives.
+func TestRebuildSettingsRoundTrip(t *testing.T) {
+	c := dcs.DefaultConfig()
+	c.RebuildDiverged, c.ReseedAfter = dcs.RebuildReport, 0
+	b, err := EncodeConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeConfig("K", b)
+	if err != nil || back != c {
+		t.Fatalf("DecodeConfig(%s) = %+v, %v; want %+v", b, back, err, c)
+	}
+	if _, err := DecodeConfig("K", []byte(`{"rebuild_diverged":"always"}`)); err == nil || !strings.Contains(err.Error(), `unknown rebuild_diverged policy "always"`) {
+		t.Fatalf("an unknown policy decoded: %v", err)
+	}
+}
