@@ -41,6 +41,10 @@ type Deps struct {
 	Rebuilder Rebuilder
 	// FetchClone opens a donor's backup stream; HTTPFetchClone by default.
 	FetchClone FetchClone
+	// SaveTransactions saves a diverged member's extra transactions before
+	// its automatic rebuild; nil: such a member is never rebuilt
+	// automatically.
+	SaveTransactions SaveTransactions
 }
 
 // Agent runs the HA loop of one member.
@@ -59,6 +63,7 @@ type Agent struct {
 	killMySQL    func(ctx context.Context, pidFile string) (int, error)
 	rebuilder    Rebuilder
 	fetchClone   FetchClone
+	saveTxns     SaveTransactions
 	local        string
 	// instance is this process's agent instance id (the store's).
 	instance string
@@ -163,6 +168,8 @@ type serverMemory struct {
 	cannotKill     bool
 	// rebuild is the running rebuild of this member (agentctl reinit).
 	rebuild *rebuildRun
+	// healing is self-healing's memory (heal.go).
+	healing healMemory
 	// stopping: the agent is in its last iterations (SIGTERM); the record
 	// it publishes then carries failover.TagStopped. failedTargets are the
 	// members a hand-over of this shutdown did not complete with.
@@ -198,6 +205,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr, killMySQL: d.KillMySQL, peerFailsafe: d.PeerFailsafe,
 		peers: map[string]Database{}, clusterConfig: cfg.Bootstrap, instance: d.Store.Instance(),
 		rearm: make(chan struct{}, 1), pushDeadman: make(chan struct{}, 1), rebuilder: d.Rebuilder, fetchClone: d.FetchClone,
+		saveTxns: d.SaveTransactions,
 	}
 	if a.fetchClone == nil {
 		a.fetchClone = HTTPFetchClone(&http.Client{})
@@ -356,6 +364,7 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 	}
 
 	a.ensureLocal(ctx)
+	a.healing.reason = "" // follow's heal sets it again while it applies
 	o := observed{}
 	o.obs, o.localErr = a.observeLocal(ctx)
 	cctx, cancel := a.callCtx(ctx)

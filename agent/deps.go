@@ -21,6 +21,8 @@ type Store interface {
 	SetConfig(ctx context.Context, cfg dcs.Config, version string) error
 	ClearSwitchover(ctx context.Context, version string) error
 	ClearReinit(ctx context.Context, version string) error
+	// RequestReinit asks for a rebuild: the agent asks for its own (heal.go).
+	RequestReinit(ctx context.Context, r dcs.Reinit) error
 	SetInitialized(ctx context.Context, init dcs.Initialized) error
 	AppendHistory(ctx context.Context, e dcs.HistoryEntry) error
 	// Instance is this agent's instance id, carried in the lock and the

@@ -80,6 +80,10 @@ import (
 //
 // 6. Label our pod replica, or drop its role label while our replication is
 // broken (as observed at the start of this iteration).
+//
+// A member that stops at step 2 with errant transactions, or at step 6
+// with a source that purged the binary logs it needs, heals (heal.go):
+// saves what only it holds, then asks for its own rebuild.
 func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, leader string) {
 	a.metrics.IsLeader.Set(0)
 	lm, ok := cl.Member(leader)
@@ -88,7 +92,11 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 		a.setRole(ctx, dcs.RoleUnknown)
 		return
 	}
+	a.noteReceiver(obs.Replica)
 	if !a.checkErrant(ctx, lm, obs) {
+		if a.errant != "" {
+			a.heal(ctx, cl, leader)
+		}
 		return
 	}
 	cctx, cancel := a.callCtx(ctx)
@@ -128,6 +136,7 @@ func (a *Agent) follow(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observ
 		}
 	}
 	if r != nil && r.Broken() {
+		a.heal(ctx, cl, leader)
 		a.setRole(ctx, dcs.RoleUnknown)
 		return
 	}
@@ -202,7 +211,7 @@ func (a *Agent) checkErrant(ctx context.Context, leader dcs.Member, obs mysqlctl
 				zap.String("errant", errant), zap.String("leader", leader.Name))
 			a.labeler.Event(ctx, a.self.Name, eventWarning, "Errant", "errant transactions "+errant)
 		}
-		a.errant = errant
+		a.errant, a.healing.leaderState = errant, po.Status.GTIDBinlogState
 		a.setRole(ctx, dcs.RoleUnknown)
 		return false
 	}

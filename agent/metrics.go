@@ -49,6 +49,12 @@ type Metrics struct {
 	MySQLUp        prometheus.Gauge
 	Errant         prometheus.Gauge
 	DCSLastSuccess prometheus.Gauge
+	// Self-healing: 1 while this member needs a rebuild (saving first,
+	// waiting, or refused by a setting); the rebuilds its agent asked for;
+	// the transactions it saved before one.
+	RebuildNeeded     prometheus.Gauge
+	AutoRebuilds      prometheus.Counter
+	SavedTransactions prometheus.Counter
 
 	clusterUnlocked optionalGauge
 	lagSeconds      optionalGauge
@@ -155,6 +161,9 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 	gauge := func(name, help string) prometheus.Gauge {
 		return prometheus.NewGauge(prometheus.GaugeOpts(f(name, help)))
 	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts(f(name, help)))
+	}
 	lockBuckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
 	m := &Metrics{
 		IsLeader: gauge("is_leader", "1 while this member holds the leader lock."),
@@ -181,6 +190,12 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 		MySQLUp: gauge("mysql_up", "1 while the local mysqld answers."),
 		Errant: gauge("errant",
 			"1 while this member has transactions the leader lacks (errant GTIDs): it does not replicate until they are resolved."),
+		RebuildNeeded: gauge("rebuild_needed",
+			"1 while this member cannot follow the leader on its own data (transactions the leader lacks, or binary logs its source purged) and is not being rebuilt yet: /status healing says why."),
+		AutoRebuilds: counter("automatic_rebuilds_total",
+			"Rebuilds of this member its agent requested by itself (rebuild_diverged, reseed_after)."),
+		SavedTransactions: counter("saved_transactions_total",
+			"Transactions the leader lacked that this member saved to a file on its volume before an automatic rebuild."),
 		DCSLastSuccess: gauge("dcs_last_success_timestamp_seconds",
 			"Unix time of this agent's last successful DCS write (lock or member record); 0 before the first."),
 		clusterUnlocked: newOptionalGauge(f("cluster_unlocked",
@@ -209,7 +224,7 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 	m.initLabels()
 	reg.MustRegister(m.IsLeader, m.RenewLatency, m.RenewFailures, m.DeadmanFailures, m.LoopDuration, m.Failovers, m.Switchovers,
 		m.DuplicateIdentity, m.SemiSyncReplicas, m.SemiSyncWaiting, m.SemiSyncStalled, m.FailsafeActive,
-		m.Paused, m.MySQLUp, m.Errant, m.DCSLastSuccess,
+		m.Paused, m.MySQLUp, m.Errant, m.DCSLastSuccess, m.RebuildNeeded, m.AutoRebuilds, m.SavedTransactions,
 		m.clusterUnlocked.vec, m.lagSeconds.vec, m.lagTransactions.vec, m.readOnly.vec, m.ioRunning.vec, m.sqlRunning.vec,
 		m.role, m.failoverPhase, m.fencingActions, m.dcsErrors,
 		collectors.NewBuildInfoCollector())

@@ -148,6 +148,9 @@ func (a *Agent) finishReinit(ctx context.Context, req *dcs.Reinit, donor string,
 	if runErr != nil {
 		reason, level, event = "failed: "+runErr.Error(), eventWarning, "ReinitFailed"
 		a.log.Error("rebuild failed", zap.String("donor", donor), zap.Error(runErr))
+		if req.Reason != "" {
+			a.healing.rebuildFailedAt, a.healing.rebuildFailedWhy = a.clock.Now(), runErr.Error()
+		}
 	} else {
 		a.log.Info("rebuild done; following the leader", zap.String("donor", donor))
 	}
@@ -157,6 +160,9 @@ func (a *Agent) finishReinit(ctx context.Context, req *dcs.Reinit, donor string,
 	from := donor
 	if dcs.ValidateName("donor", from) != nil {
 		from = ""
+	}
+	if req.Reason != "" {
+		reason = req.Reason + ": " + reason
 	}
 	if err := a.store.AppendHistory(cctx, dcs.HistoryEntry{Kind: dcs.HistoryReinit, From: from, To: a.self.Name, At: a.clock.Now(), Reason: reason}); err != nil {
 		a.log.Warn("recording the rebuild in the history failed", zap.Error(err))

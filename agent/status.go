@@ -38,15 +38,18 @@ type MemberStatus struct {
 	Role         string `json:"role"`
 	HoldsLock    bool   `json:"holds_lock"`
 	// Healthy: the local mysqld answered the last observation.
-	Healthy        bool    `json:"healthy"`
-	Writable       bool    `json:"writable"`
-	GTIDExecuted   string  `json:"gtid_executed"`
-	GTIDRetrieved  string  `json:"gtid_retrieved,omitempty"`
-	Replication    string  `json:"replication"`
-	Source         string  `json:"source,omitempty"`
-	LagSeconds     *int64  `json:"lag_seconds,omitempty"` // grows while the receiver does not receive (lag.go)
-	Receiver       string  `json:"receiver,omitempty"`    // running, connecting (to a lost source) or stopped
-	Errant         string  `json:"errant,omitempty"`
+	Healthy       bool   `json:"healthy"`
+	Writable      bool   `json:"writable"`
+	GTIDExecuted  string `json:"gtid_executed"`
+	GTIDRetrieved string `json:"gtid_retrieved,omitempty"`
+	Replication   string `json:"replication"`
+	Source        string `json:"source,omitempty"`
+	LagSeconds    *int64 `json:"lag_seconds,omitempty"` // grows while the receiver does not receive (lag.go)
+	Receiver      string `json:"receiver,omitempty"`    // running, connecting (to a lost source) or stopped
+	Errant        string `json:"errant,omitempty"`
+	// Healing says what self-healing does about this member's data, or
+	// waits for (failover.Heal); "" when there is nothing to heal.
+	Healing        string  `json:"healing,omitempty"`
 	Error          string  `json:"error,omitempty"`
 	Action         string  `json:"action"`
 	Reason         string  `json:"reason"`
@@ -128,10 +131,11 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 		Duplicate: a.duplicate,
 		Healthy:   localErr == nil, Writable: localErr == nil && obs.Status.Writable(),
 		GTIDExecuted: obs.Status.GTIDExecuted, Replication: replicationState(obs, localErr).String(),
-		Errant: a.errant, Action: action.Kind.String(), Reason: action.Reason, LastLoop: a.clock.Now().UTC().Format(time.RFC3339Nano),
+		Errant: a.errant, Healing: a.healing.reason, Action: action.Kind.String(), Reason: action.Reason, LastLoop: a.clock.Now().UTC().Format(time.RFC3339Nano),
 		SemiSync: a.semiSyncState(obs, localErr), FailsafePromise: a.promisedLeader(), LeaderLost: a.leaderLost(),
 	}
 	a.metrics.setSemiSync(st.SemiSync)
+	a.metrics.RebuildNeeded.Set(boolGauge(st.Healing != ""))
 	lag := a.lag.at(a.clock.Now())
 	a.metrics.setLocal(obs, localErr, a.errant != "", lag)
 	a.metrics.setCluster(cl, a.clusterConfig.Paused)

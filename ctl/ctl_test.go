@@ -397,3 +397,21 @@ func TestSwitchoverRefusalReasonReachesTheOperator(t *testing.T) {
 		t.Fatalf("error %q repeats the previous request's refusal", err)
 	}
 }
+
+// TestMemberState: a member being rebuilt says so and from whom, before
+// the errant transactions that are about to go.
+func TestMemberState(t *testing.T) {
+	for _, tc := range []struct {
+		m    dcs.Member
+		want string
+	}{
+		{dcs.Member{Stale: true, Tags: map[string]string{"rebuilding": "from db3"}}, "stale"},
+		{dcs.Member{Tags: map[string]string{"rebuilding": "from db3", "errant": "0-1-9"}}, "rebuilding from db3"},
+		{dcs.Member{Tags: map[string]string{"errant": "0-1-9"}, Replication: dcs.ReplicationRunning}, "errant"},
+		{dcs.Member{Replication: dcs.ReplicationRunning}, "streaming"},
+	} {
+		if got := memberState(tc.m); got != tc.want {
+			t.Errorf("memberState(%+v) = %q, want %q", tc.m, got, tc.want)
+		}
+	}
+}

@@ -118,6 +118,8 @@ func memberState(m dcs.Member) string {
 	switch {
 	case m.Stale:
 		return "stale"
+	case m.Tags[failover.TagRebuilding] != "":
+		return "rebuilding " + m.Tags[failover.TagRebuilding] // "from <donor>"
 	case m.Tags[failover.TagErrant] != "":
 		return "errant"
 	case m.Replication == dcs.ReplicationBroken:

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -761,6 +762,31 @@ func BenchmarkArmDeadman(b *testing.B) {
 	for b.Loop() {
 		if err := inst.ArmDeadman(ctx, time.Hour); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestBinaryLogFiles: the agent user lists every binary log file by the
+// path the server writes it at, oldest first.
+func TestBinaryLogFiles(t *testing.T) {
+	s := mysqltest.Start(t, 1)[0]
+	inst := connect(t, s)
+	if _, err := s.RootDB(t).Exec("FLUSH BINARY LOGS"); err != nil {
+		t.Fatal(err)
+	}
+	files, err := inst.BinaryLogFiles(ctxT(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("BinaryLogFiles = %v, want at least 2 after FLUSH BINARY LOGS", files)
+	}
+	for i, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("file %d %s: %v", i, f, err)
+		}
+		if i > 0 && f <= files[i-1] {
+			t.Errorf("files out of order: %v", files)
 		}
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/mysqlha/mysqlha/internal/pemfiles"
 	"github.com/mysqlha/mysqlha/internal/version"
 	"github.com/mysqlha/mysqlha/mysqlctl"
+	"github.com/mysqlha/mysqlha/salvage"
 )
 
 func main() {
@@ -74,6 +75,7 @@ type options struct {
 	datadir                   string
 	replPwFile                string
 	logLevel, semiSync        string
+	rebuildDiverged           string
 	labelPods, killHung       bool
 	dialTimeout               time.Duration
 }
@@ -121,6 +123,8 @@ func defineFlags(o *options, b *dcs.Config) *flag.FlagSet {
 	fs.DurationVar(&b.SafetyMargin, "safety-margin", b.SafetyMargin, "bootstrap: how long before the lock could expire the leader fences")
 	fs.DurationVar(&b.MaximumLagOnFailover, "maximum-lag-on-failover", b.MaximumLagOnFailover, "bootstrap: replicas lagging more never take over")
 	fs.StringVar(&o.semiSync, "semi-sync", "off", "bootstrap: semi-sync mode off, on or strict")
+	fs.StringVar(&o.rebuildDiverged, "rebuild-diverged", b.RebuildDiverged.String(), "bootstrap: auto (save a diverged member's extra transactions to a file on its volume, then rebuild it) or report")
+	fs.DurationVar(&b.ReseedAfter, "reseed-after", b.ReseedAfter, "bootstrap: rebuild a replica whose source purged the binary logs it needs after this long; 0 never")
 	fs.BoolVar(&b.Failsafe, "failsafe", false, "bootstrap: keep the primary writable while the DCS is unreachable, as long as every member confirms it over HTTP")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.labelPods, "label-pods", true, "with --dcs=kubernetes: label pods by role and record Events")
@@ -156,6 +160,9 @@ func (o *options) finish(fs *flag.FlagSet, b dcs.Config) (*options, error) {
 		return nil, fmt.Errorf("--semi-sync: %w", err)
 	}
 	b.SemiSync = mode
+	if b.RebuildDiverged, err = dcs.ParseRebuildPolicy(o.rebuildDiverged); err != nil {
+		return nil, fmt.Errorf("--rebuild-diverged: %w", err)
+	}
 	o.cfg.Bootstrap = b
 	if o.apiTLS.Enabled() && strings.HasPrefix(o.cfg.APIURL, "http://") {
 		explicit := false
@@ -255,6 +262,12 @@ func run(args []string) error {
 		}
 		// No client Timeout: a backup streams for as long as it takes.
 		deps.FetchClone = agent.HTTPFetchClone(&http.Client{Transport: peers.Transport})
+		// Saved transactions go where a rebuild keeps them: the data
+		// directory's top (backup.SavedPrefix is salvage.FilePrefix).
+		deps.SaveTransactions = func(ctx context.Context, so salvage.SaveOptions) (salvage.Saved, error) {
+			so.Dir = o.datadir
+			return salvage.Save(ctx, so)
+		}
 	}
 	a, err := agent.New(o.cfg, deps)
 	if err != nil {
