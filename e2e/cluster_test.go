@@ -205,6 +205,11 @@ func (c *Cluster) newMember(index int, s *mysqltest.Server, agentName, logName s
 		"--listen="+listen, "--advertise-api-url="+m.APIURL, "--log-level=debug",
 		"--ttl="+t.TTL.String(), "--loop-wait="+t.LoopWait.String(),
 		"--retry-timeout="+t.RetryTimeout.String(), "--safety-margin="+t.SafetyMargin.String(),
+		// A rebuild shuts mysqld down and waits for its supervisor to
+		// start it again; here only a scenario that plays the supervisor
+		// (superviseMySQL) lets the agent rebuild by itself, with
+		// --rebuild-diverged=auto in AgentArgs, which comes later and wins.
+		"--rebuild-diverged=report",
 	)
 	m.args = append(m.args, c.agentArgs...)
 	m.root = s.RootDB(tb)

@@ -102,6 +102,9 @@
 //	reinit_test.go            the primary purged its binary logs; an emptied member
 //	                          is rebuilt from a replica's mariabackup stream
 //	                          (ctl.CLI.Reinit --wait) and replicates every row
+//	self_heal_test.go         a diverged old primary (a transaction only it holds)
+//	                          saves it to a file, is rebuilt by its own agent and
+//	                          follows; the file replays the write on the primary
 //
 // Fault injections (each prints one INJECTIONS summary line):
 //

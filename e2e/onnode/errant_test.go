@@ -21,6 +21,8 @@ import (
 // every write; CI saw it win). The errant member is rebuilt afterwards
 // (tr.recreate), and must then hold every acknowledged write.
 func TestErrantReplicaExcluded(t *testing.T) {
+	// The member stays errant through the scenario: the test deployment
+	// runs with rebuild_diverged=report (main_test.go).
 	scenario{
 		name:   "an errant replica excluded from candidacy",
 		leader: anyLeader,

@@ -13,15 +13,19 @@ import (
 
 // A member loses its data (its pod is deleted: the test overlay keeps the
 // data in an emptyDir) after the primary purged the binary logs it would
-// need, so replication alone cannot bring it back (error 1236). agentctl
-// reinit, run inside a pod as an operator runs it with kubectl exec,
-// rebuilds it from a donor's mariabackup stream while the application
-// keeps writing; afterwards every member holds every acknowledged row.
-func TestReinitMemberAfterPurge(t *testing.T) {
+// need, so replication alone cannot bring it back (error 1236). Its agent
+// rebuilds it by itself from a donor's mariabackup stream once reseed_after
+// has passed (set to 10 s here; 5 min by default), while the application
+// keeps writing; afterwards every member holds every acknowledged row, and
+// the history names the automatic rebuild. (agentctl reinit, the same
+// rebuild asked for by a person, is tried in e2e's TestReinitEmptyMemberAfterPurge.)
+func TestReseedMemberAfterPurge(t *testing.T) {
 	c := deployed(t)
 	// Nothing brings the purged history back: a member a later test
 	// recreates empty could not catch up by replication.
 	c.spoil("purged the primary's binary logs")
+	setConfig(t, c, "reseed_after=10s")
+	defer setConfig(t, c, "reseed_after=5m")
 	ctx := context.Background()
 	primary := c.waitHealthy(3 * time.Minute)
 	if err := c.awaitCaughtUp(3 * time.Minute); err != nil {
@@ -48,17 +52,25 @@ func TestReinitMemberAfterPurge(t *testing.T) {
 		c.dump(ctx, err.Error())
 		t.Fatal(err)
 	}
+	brokenAt := time.Now()
 	t.Logf("%s came back empty and cannot catch up: %s", victim, broken)
 
-	start := time.Now()
-	out, err := c.exec(ctx, primary.Name, "agent", "agentctl", "reinit", victim, "--force", "--wait", "--wait-timeout=5m")
-	took := time.Since(start)
-	if err != nil {
-		msg := fmt.Sprintf("kubectl exec %s -c agent -- agentctl reinit %s: %v\n%s", primary.Name, victim, err, out)
+	var rebuilt historyEntry
+	for deadline := time.Now().Add(5 * time.Minute); rebuilt.Kind == "" && time.Now().Before(deadline); time.Sleep(time.Second) {
+		for _, e := range c.history(ctx) {
+			if e.Kind == "reinit" && e.To == victim {
+				rebuilt = e
+			}
+		}
+	}
+	took := time.Since(brokenAt)
+	if !strings.HasPrefix(rebuilt.Reason, "automatic rebuild from ") || !strings.Contains(rebuilt.Reason, "error 1236") ||
+		!strings.HasSuffix(rebuilt.Reason, ": done") {
+		msg := fmt.Sprintf("no automatic rebuild of %s in the history within 5 min of its break (last entry %+v)", victim, rebuilt)
 		c.dump(ctx, msg)
 		t.Fatal(msg)
 	}
-	t.Logf("agentctl reinit %s (inside %s) took %s:\n%s", victim, primary.Name, ms(took), out)
+	t.Logf("%s rebuilt by its agent %s after it reported the break: %s", victim, ms(took), rebuilt.Reason)
 
 	time.Sleep(2 * time.Second)
 	acked := w.Stop()
@@ -71,7 +83,8 @@ func TestReinitMemberAfterPurge(t *testing.T) {
 			t.Errorf("%s's server container restarted %d times, want once (the swap)", victim, st.RestartCount)
 		}
 	}
-	t.Logf("verdict: %s rebuilt: it holds all %d acknowledged writes, before and after the purge", victim, len(acked))
+	t.Logf("verdict: %s re-seeded by itself %s after its break: it holds all %d acknowledged writes, before and after the purge",
+		victim, ms(took), len(acked))
 }
 
 // purgeBinlogs leaves the primary with only its current binary log.

@@ -474,7 +474,7 @@ const asyncLossAllowance = 20
 // recreate rebuilds an errant member by deleting its pod: the test
 // overlay's emptyDir goes with it, and the new pod replicates the primary's
 // whole history. Not agentctl reinit, which an operator would use
-// (reinit_after_purge_test.go proves it): a rebuilt member's binary log
+// (reseed_after_purge_test.go proves it): a rebuilt member's binary log
 // begins at its backup, and once it leads, every pod a later test recreates
 // empty could no longer catch up (CI saw it: error 1236).
 func (tr *trial) recreate(member string) error {
