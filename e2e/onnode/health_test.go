@@ -91,6 +91,9 @@ func (c *cluster) startOver(why string) error {
 	if err == nil {
 		err = c.awaitCaughtUp(2 * time.Minute)
 	}
+	if err == nil {
+		err = c.setTestConfig() // the wipe took the stored config along
+	}
 	if err != nil {
 		c.broken = fmt.Errorf("recreating the cluster (%s): %w", why, err)
 		return c.broken
@@ -125,6 +128,22 @@ func (c *cluster) wipe(ctx context.Context) error {
 	err = c.client.CoordinationV1().Leases(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("deleting the Leases: %w", err)
+	}
+	return nil
+}
+
+// setTestConfig stores what the scenarios run with beyond the deployment's
+// defaults. A diverged member is left errant, for the scenarios to count
+// and recreate (tr.recreate): rebuilt from a backup instead, its binary log
+// would begin there, and once it led, a pod recreated empty could not
+// catch up. A self-healing scenario switches auto on for its own run.
+func (c *cluster) setTestConfig() error {
+	cmd, err := agentctl(c, "set-config", "rebuild_diverged=report")
+	if err != nil {
+		return err
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("agentctl set-config rebuild_diverged=report: %v\n%s", err, out)
 	}
 	return nil
 }

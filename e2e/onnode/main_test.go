@@ -136,14 +136,8 @@ func setUp(t *testing.T) (*cluster, error) {
 	}
 	c.t = t
 	c.waitHealthy(5 * time.Minute)
-	// A diverged member is left errant, for the scenarios to count and
-	// recreate (tr.recreate): rebuilt from a backup instead, its binary log
-	// would begin there, and once it led, a pod recreated empty could not
-	// catch up. Self-healing scenarios switch auto on for their own run.
-	if cmd, err := agentctl(c, "set-config", "rebuild_diverged=report"); err != nil {
+	if err := c.setTestConfig(); err != nil {
 		return nil, err
-	} else if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("agentctl set-config rebuild_diverged=report: %v\n%s", err, out)
 	}
 	t.Logf("TIMING from nothing to 3 Ready pods: %s (node Ready %s, mariadb image %s, agent image %s, images imported %s)",
 		time.Since(began).Round(time.Millisecond), nodeUp.Round(time.Millisecond), m.at.Round(time.Millisecond),
