@@ -147,6 +147,9 @@ func TestLoopReplicaRefusedItsBinlogsIsReseeded(t *testing.T) {
 	a := h.agents["db3"]
 	saver := &fakeSaver{}
 	a.rebuilder, a.saveTxns = stubRebuilder{}, saver.save
+	// The fetch waits, so the request is still there to be read: a fetch
+	// that failed at once would clear it within the same advance.
+	a.fetchClone = func(ctx context.Context, _, _ string) (io.ReadCloser, error) { <-ctx.Done(); return nil, ctx.Err() }
 	d := h.mysql.byName("db3")
 	d.c.mu.Lock()
 	d.ioRunning, d.ioErrno = false, erSourcePurged
