@@ -170,7 +170,8 @@ func (r *Report) countDuals(from, to time.Time, samples []Sample) {
 		if r.FirstDual == "" && (len(writable) > 1 || len(routed) > 1) {
 			slices.Sort(writable)
 			slices.Sort(routed)
-			r.FirstDual = fmt.Sprintf("at +%s writable %v routed %v", at.Sub(from).Round(time.Millisecond), writable, routed)
+			slices.Sort(labelled)
+			r.FirstDual = fmt.Sprintf("at +%s writable %v routed %v labelled %v", at.Sub(from).Round(time.Millisecond), writable, routed, labelled)
 		}
 	}
 }

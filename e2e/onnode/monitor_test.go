@@ -73,6 +73,7 @@ type monitor struct {
 
 	mu      sync.Mutex
 	samples []checker.Sample
+	odd     []string // the first sample of each member routed while not labelled primary
 }
 
 func (c *cluster) startMonitor() *monitor {
@@ -99,7 +100,12 @@ func (m *monitor) watch(name string) {
 		s := checker.Sample{At: time.Now(), Member: name}
 		if p, err := m.v.pods.Get(name); err == nil {
 			s.Labelled = p.Labels[roleLabel] == "primary" && p.DeletionTimestamp == nil
-			s.Routed = p.Status.PodIP != "" && slices.Contains(m.v.routed(), p.Status.PodIP)
+			routed := m.v.routed()
+			s.Routed = p.Status.PodIP != "" && slices.Contains(routed, p.Status.PodIP)
+			if s.Routed && !s.Labelled {
+				m.noteOdd(fmt.Sprintf("%s routed but labelled %q (ip %s, primary Service's ready addresses %v, pod version %s)",
+					name, p.Labels[roleLabel], p.Status.PodIP, routed, p.ResourceVersion))
+			}
 			// The answer held at some instant between the question and
 			// the answer (checker.Sample.Asked).
 			s.Asked = time.Now()
@@ -111,6 +117,23 @@ func (m *monitor) watch(name string) {
 		m.samples = append(m.samples, s)
 		m.mu.Unlock()
 	}
+}
+
+// noteOdd keeps the first oddity of a kind: enough to tell a routing lag
+// from a stale cache when the checker finds two routed members.
+func (m *monitor) noteOdd(what string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.odd) < 5 {
+		m.odd = append(m.odd, what)
+	}
+}
+
+// Oddities are what noteOdd kept.
+func (m *monitor) Oddities() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.odd)
 }
 
 // Stop ends the sampling and returns the samples.

@@ -240,6 +240,9 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	samples := m.Stop()
 	finals := c.finals(ctx, writes, 2*time.Minute)
 	r.report = checker.Analyze(from, to, samples, writes, finals)
+	for _, o := range m.Oddities() {
+		tr.note("monitor: %s", o)
+	}
 	r.books = c.judgeBooks(ctx, tr.clients)
 
 	var problems []string
