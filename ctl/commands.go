@@ -53,6 +53,9 @@ type CLI struct {
 	// Editor opens a file in the operator's editor and returns once it was
 	// saved and closed (edit-config); nil when none is configured.
 	Editor func(path string) error
+	// Clusters lists the clusters the DCS holds, for the failure of a
+	// command that names one it does not; nil when it cannot be listed.
+	Clusters func(ctx context.Context) ([]string, error)
 }
 
 // bounded is ctx limited to one DCS call.
@@ -63,7 +66,22 @@ func (c *CLI) bounded(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, c.Timeout)
 }
 
+// cluster reads the cluster, which must exist: a command that names a
+// cluster nobody created (a typo) fails with ExitUnknownCluster and the
+// names the DCS does hold, instead of acting on an empty snapshot.
 func (c *CLI) cluster(ctx context.Context) (*dcs.Cluster, error) {
+	cl, err := c.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !cl.Exists() {
+		return nil, c.unknownCluster(ctx, cl.Name, "")
+	}
+	return cl, nil
+}
+
+// read is one bounded snapshot of the cluster, existing or not.
+func (c *CLI) read(ctx context.Context) (*dcs.Cluster, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	cl, err := c.Store.Cluster(ctx)
@@ -71,6 +89,29 @@ func (c *CLI) cluster(ctx context.Context) (*dcs.Cluster, error) {
 		return nil, fmt.Errorf("reading the cluster from the DCS: %w", err)
 	}
 	return cl, nil
+}
+
+// unknownCluster is the failure of a command naming a cluster the DCS has
+// nothing of, listing the clusters it has; hint, when not "", is the way
+// to go on regardless.
+func (c *CLI) unknownCluster(ctx context.Context, name, hint string) error {
+	found := "the DCS holds no cluster here (check --namespace, --etcd-prefix and the DCS)"
+	if c.Clusters != nil {
+		lctx, cancel := c.bounded(ctx)
+		names, err := c.Clusters(lctx)
+		cancel()
+		switch {
+		case err != nil:
+			found = fmt.Sprintf("listing the clusters it holds failed: %v", err)
+		case len(names) > 0:
+			found = "clusters found: " + strings.Join(names, ", ")
+		}
+	}
+	msg := fmt.Sprintf("no cluster %q in the DCS (no member record, leader lock or stored config); %s", name, found)
+	if hint != "" {
+		msg += "; " + hint
+	}
+	return fail(ExitUnknownCluster, "%s", msg)
 }
 
 // Format is an output format.

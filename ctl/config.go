@@ -76,11 +76,11 @@ func (c *CLI) ShowConfig(ctx context.Context, f Format) error {
 // check at start-up, then written in one compare-and-set together with
 // their history entry: either every change lands or none does. The agents
 // apply it at their next loop iteration.
-func (c *CLI) SetConfig(ctx context.Context, assignments []string) error {
+func (c *CLI) SetConfig(ctx context.Context, assignments []string, create bool) error {
 	if len(assignments) == 0 {
 		return fail(ExitUsage, "set-config needs at least one key=value; the keys are %s", strings.Join(dcs.SettingKeys(), ", "))
 	}
-	cl, err := c.cluster(ctx)
+	cl, err := c.configTarget(ctx, create)
 	if err != nil {
 		return err
 	}
@@ -94,6 +94,22 @@ func (c *CLI) SetConfig(ctx context.Context, assignments []string) error {
 		return err
 	}
 	return c.applyConfig(ctx, "set-config", cl.Config, next, cl.ConfigVersion, false)
+}
+
+// configTarget reads the cluster whose config command changes. Only with
+// create may that cluster be new: the agents' bootstrap flags seed a
+// cluster's config, and a config stored first (under a mistyped name, say)
+// would win over them.
+func (c *CLI) configTarget(ctx context.Context, create bool) (*dcs.Cluster, error) {
+	cl, err := c.read(ctx)
+	switch {
+	case err != nil || cl.Exists():
+		return cl, err
+	case !create:
+		return nil, c.unknownCluster(ctx, cl.Name, "to store the config of a cluster whose agents have not started yet, give --create")
+	}
+	c.say("Creating the config of cluster %q, which has no member yet: it wins over the agents' bootstrap flags.\n", cl.Name)
+	return cl, nil
 }
 
 // assign returns cfg with every key=value of assignments set.
@@ -163,11 +179,11 @@ func changeReason(changes []string, replacing bool) string {
 // applies what was saved as SetConfig does, after a confirmation unless
 // force. A stored config that cannot be read is replaced: the editor then
 // starts from the defaults.
-func (c *CLI) EditConfig(ctx context.Context, force bool) error {
+func (c *CLI) EditConfig(ctx context.Context, force, create bool) error {
 	if c.Editor == nil {
 		return fail(ExitUsage, "edit-config needs an editor: set $VISUAL or $EDITOR")
 	}
-	cl, err := c.cluster(ctx)
+	cl, err := c.configTarget(ctx, create)
 	if err != nil {
 		return err
 	}

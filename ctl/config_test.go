@@ -60,7 +60,7 @@ func storedConfig(t *testing.T, f *fixture) (dcs.Config, string, []dcs.HistoryEn
 func TestSetConfigAppliesAndRecords(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	if err := f.cli.SetConfig(ctx, []string{"ttl=10s", "loop_wait=2s", "semi_sync=on"}); err != nil {
+	if err := f.cli.SetConfig(ctx, []string{"ttl=10s", "loop_wait=2s", "semi_sync=on"}, false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(f.out.String(), "Changed the cluster config: ttl: 5s -> 10s, loop_wait: 1s -> 2s, semi_sync: off -> on.") {
@@ -85,7 +85,7 @@ func TestSetConfigAppliesAndRecords(t *testing.T) {
 
 	// The same values again: nothing to write, nothing recorded.
 	f.out.Reset()
-	if err := f.cli.SetConfig(ctx, []string{"ttl=10s"}); err != nil || !strings.Contains(f.out.String(), "No change") {
+	if err := f.cli.SetConfig(ctx, []string{"ttl=10s"}, false); err != nil || !strings.Contains(f.out.String(), "No change") {
 		t.Fatalf("no-op: %v\n%s", err, f.out)
 	}
 	if _, _, h := storedConfig(t, f); len(h) != 1 {
@@ -98,7 +98,7 @@ func TestSetConfigAppliesAndRecords(t *testing.T) {
 func TestSetConfigRefusesBadInput(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	if err := f.cli.SetConfig(ctx, []string{"ttl=10s"}); err != nil {
+	if err := f.cli.SetConfig(ctx, []string{"ttl=10s"}, false); err != nil {
 		t.Fatal(err)
 	}
 	before, version, hist := storedConfig(t, f)
@@ -121,7 +121,7 @@ func TestSetConfigRefusesBadInput(t *testing.T) {
 		{[]string{"loop_wait=10s"}, "got 10s + 2*1s = 12s > 10s - 1s = 9s; raise ttl or lower loop_wait/retry_timeout"},
 		{[]string{"ttl=1500ms"}, "ttl must be a whole number of seconds"},
 	} {
-		err := f.cli.SetConfig(ctx, tc.args)
+		err := f.cli.SetConfig(ctx, tc.args, false)
 		exitCode(t, err, ExitUsage)
 		if !strings.Contains(err.Error(), tc.want) || (len(tc.args) > 0 && !strings.Contains(err.Error(), "nothing was changed")) {
 			t.Errorf("set-config %v: %v\nwant it to contain %q and say nothing was changed", tc.args, err, tc.want)
@@ -154,7 +154,7 @@ func TestSetConfigConcurrentChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}}
-	err := f.cli.SetConfig(ctx, []string{"ttl=10s"})
+	err := f.cli.SetConfig(ctx, []string{"ttl=10s"}, false)
 	exitCode(t, err, ExitRejected)
 	if !strings.Contains(err.Error(), "the cluster config changed while agentctl was changing it") || !strings.Contains(err.Error(), "run the command again") {
 		t.Fatalf("conflict message: %v", err)
@@ -180,14 +180,14 @@ func TestUnreadableConfig(t *testing.T) {
 	ctx := context.Background()
 	f.cli.Store = unreadableStore{f.stores["agentctl"]}
 	exitCode(t, f.cli.ShowConfig(ctx, Table), ExitError)
-	err := f.cli.SetConfig(ctx, []string{"ttl=10s"})
+	err := f.cli.SetConfig(ctx, []string{"ttl=10s"}, false)
 	exitCode(t, err, ExitRejected)
 	if !strings.Contains(err.Error(), "config is not valid JSON") || !strings.Contains(err.Error(), "agentctl edit-config") {
 		t.Fatalf("message: %v", err)
 	}
 	// edit-config replaces it, starting from the defaults.
 	f.cli.Editor = func(string) error { return nil }
-	if err := f.cli.EditConfig(ctx, true); err != nil {
+	if err := f.cli.EditConfig(ctx, true, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, v, h := storedConfig(t, f); v == "" || len(h) != 1 || h[0].Reason != "replaced an unreadable config with the defaults" {
@@ -212,15 +212,15 @@ func editor(t *testing.T, old, new string) func(string) error {
 func TestEditConfig(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	exitCode(t, f.cli.EditConfig(ctx, true), ExitUsage) // no editor
+	exitCode(t, f.cli.EditConfig(ctx, true, false), ExitUsage) // no editor
 
 	f.cli.Editor = editor(t, `ttl: "5s"`, `ttl: "10s"  # longer`)
-	exitCode(t, f.cli.EditConfig(ctx, false), ExitAborted) // "no" at the prompt
+	exitCode(t, f.cli.EditConfig(ctx, false, false), ExitAborted) // "no" at the prompt
 	if _, v, _ := storedConfig(t, f); v != "" {
 		t.Fatal("an aborted edit was applied")
 	}
 	f.cli.In = strings.NewReader("y\n")
-	if err := f.cli.EditConfig(ctx, false); err != nil {
+	if err := f.cli.EditConfig(ctx, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if cfg, _, h := storedConfig(t, f); cfg.TTL != 10*time.Second || len(h) != 1 || h[0].Reason != "ttl: 5s -> 10s" {
@@ -228,18 +228,18 @@ func TestEditConfig(t *testing.T) {
 	}
 
 	f.cli.Editor = editor(t, `semi_sync: "off"`, "semi_sync: on\nloop_wait 2s")
-	err := f.cli.EditConfig(ctx, true)
+	err := f.cli.EditConfig(ctx, true, false)
 	exitCode(t, err, ExitUsage)
 	if !strings.Contains(err.Error(), `line 9: "loop_wait 2s  # off, on`) {
 		t.Fatalf("bad line: %v", err)
 	}
 	f.cli.Editor = editor(t, `loop_wait: "1s"`, `loop_wait: "10s"`)
-	exitCode(t, f.cli.EditConfig(ctx, true), ExitUsage) // loop_wait + 2*retry_timeout > ttl - safety_margin
+	exitCode(t, f.cli.EditConfig(ctx, true, false), ExitUsage) // loop_wait + 2*retry_timeout > ttl - safety_margin
 	f.cli.Editor = func(string) error { return errors.New("exit status 1") }
-	exitCode(t, f.cli.EditConfig(ctx, true), ExitAborted)
+	exitCode(t, f.cli.EditConfig(ctx, true, false), ExitAborted)
 	f.cli.Editor = editor(t, `paused: false`, `paused: false`)
 	f.out.Reset()
-	if err := f.cli.EditConfig(ctx, true); err != nil || !strings.Contains(f.out.String(), "No change") {
+	if err := f.cli.EditConfig(ctx, true, false); err != nil || !strings.Contains(f.out.String(), "No change") {
 		t.Fatalf("unchanged edit: %v\n%s", err, f.out)
 	}
 	if _, _, h := storedConfig(t, f); len(h) != 1 {

@@ -9,17 +9,18 @@ import (
 
 // Exit codes, one per failure a script may want to tell apart.
 const (
-	ExitOK            = 0
-	ExitError         = 1
-	ExitUsage         = 2
-	ExitUnknownMember = 3
-	ExitUnhealthy     = 4
-	ExitNoLeader      = 5
-	ExitPending       = 6
-	ExitTimeout       = 7
-	ExitUnreachable   = 8
-	ExitRejected      = 9
-	ExitAborted       = 10
+	ExitOK             = 0
+	ExitError          = 1
+	ExitUsage          = 2
+	ExitUnknownMember  = 3
+	ExitUnhealthy      = 4
+	ExitNoLeader       = 5
+	ExitPending        = 6
+	ExitTimeout        = 7
+	ExitUnreachable    = 8
+	ExitRejected       = 9
+	ExitAborted        = 10
+	ExitUnknownCluster = 11
 )
 
 // Error is a command failure with its exit code.

@@ -69,7 +69,7 @@ func (c *CLI) deleteMember(ctx context.Context, name string) error {
 // took the lock, or whose record changed since first (when known), is
 // live.
 func (c *CLI) recheckLive(ctx context.Context, name string, first dcs.Member, known bool) error {
-	cl, err := c.cluster(ctx)
+	cl, err := c.read(ctx)
 	if err != nil {
 		return nil // judged again at the next attempt
 	}

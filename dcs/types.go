@@ -60,6 +60,16 @@ func (c *Cluster) Member(name string) (Member, bool) {
 	return Member{}, false
 }
 
+// Exists reports whether anything of the cluster is stored: a member
+// record, the lock, a config, its identity, a request or a history entry,
+// or a record too damaged to read. A snapshot of a name nobody created is
+// empty, and looks like a cluster with its defaults: agentctl refuses to
+// act on one, so that a typo in a cluster's name is not silently obeyed.
+func (c *Cluster) Exists() bool {
+	return len(c.Members) > 0 || c.Leader != nil || c.ConfigVersion != "" || c.ConfigErr != nil ||
+		c.Initialized != nil || c.Switchover != nil || c.Reinit != nil || len(c.History) > 0 || len(c.Problems) > 0
+}
+
 // Leader is the leader lock record.
 type Leader struct {
 	// Holder is the member holding the lock; UnknownHolder when the record

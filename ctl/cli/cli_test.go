@@ -34,6 +34,7 @@ type fixture struct {
 	// opened are the settings of every connection, for the resolution tests.
 	mu     sync.Mutex
 	opened []connect.Settings
+	ghost  *memory.Server // openGhost's
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -69,6 +70,9 @@ func (f *fixture) open(s connect.Settings) (*connect.Conn, error) {
 	f.mu.Lock()
 	f.opened = append(f.opened, s)
 	f.mu.Unlock()
+	if s.Cluster == ghost {
+		return f.openGhost()
+	}
 	if s.Cluster != "demo" {
 		return nil, errors.New("no cluster " + s.Cluster)
 	}
@@ -77,6 +81,24 @@ func (f *fixture) open(s connect.Settings) (*connect.Conn, error) {
 		return nil, err
 	}
 	return &connect.Conn{Store: st}, nil
+}
+
+// ghost is a cluster name nobody created: the DCS answers for it with an
+// empty snapshot, and lists "demo" as the cluster it holds.
+const ghost = "ghost"
+
+func (f *fixture) openGhost() (*connect.Conn, error) {
+	f.mu.Lock()
+	if f.ghost == nil {
+		f.ghost = memory.NewServer(ghost)
+	}
+	srv := f.ghost
+	f.mu.Unlock()
+	st, err := srv.NewStore(memory.Options{Member: "agentctl", Clock: f.clock})
+	if err != nil {
+		return nil, err
+	}
+	return &connect.Conn{Store: st, Clusters: func(context.Context) ([]string, error) { return []string{"demo"}, nil }}, nil
 }
 
 func (f *fixture) lastOpened() connect.Settings {
@@ -208,6 +230,32 @@ func TestPositionalCluster(t *testing.T) {
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stdout, "ttl: 30s -> 12s") && !strings.Contains(r.stdout, "ttl") {
 		t.Errorf("set-config demo ttl=12s:\n%s", r.stdout)
+	}
+}
+
+// A mistyped cluster name is an error, exit 11, naming what the DCS holds,
+// and changes nothing; a config is stored for a new cluster only with
+// --create.
+func TestMistypedClusterFails(t *testing.T) {
+	f := newFixture(t)
+	for _, cmd := range [][]string{{"pause", ghost}, {"resume", ghost}, {"status", ghost}, {"history", ghost},
+		{"switchover", ghost, "--force"}, {"describe", ghost, "db1"}, {"set-config", ghost, "ttl=10s"}} {
+		r := f.run(args(cmd, etcd)...)
+		wantCode(t, r, ctl.ExitUnknownCluster, `no cluster "ghost" in the DCS`, "clusters found: demo")
+		if strings.Contains(r.stdout, "Paused") || strings.Contains(r.stdout, "Changed") {
+			t.Errorf("%v claimed success:\n%s", cmd, r.stdout)
+		}
+	}
+	wantCode(t, f.run(args([]string{"set-config", ghost, "ttl=10s"}, etcd)...), ctl.ExitUnknownCluster, "give --create")
+	r := f.run(args([]string{"set-config", ghost, "--create", "ttl=10s"}, etcd)...)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, `Creating the config of cluster "ghost"`) {
+		t.Errorf("set-config --create:\n%s", r.stdout)
+	}
+	r = f.run(args([]string{"show-config", ghost, "-o", "json"}, etcd)...)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, `"10s"`) {
+		t.Errorf("show-config after --create:\n%s", r.stdout)
 	}
 }
 

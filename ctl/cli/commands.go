@@ -151,18 +151,24 @@ func (a *app) showConfigCommand() *cobra.Command {
 		})
 }
 
+const createUsage = "store the config of a cluster that does not exist yet (its agents' bootstrap flags then lose to it)"
+
 func (a *app) setConfigCommand() *cobra.Command {
-	return a.command("set-config [CLUSTER] KEY=VALUE...", "change cluster config settings; the agents apply them without a restart",
+	var create bool
+	cmd := a.command("set-config [CLUSTER] KEY=VALUE...", "change cluster config settings; the agents apply them without a restart",
 		"agentctl --cluster=demo set-config KEY=VALUE [KEY=VALUE ...]   # e.g. ttl=10s loop_wait=2s semi_sync=on", clusterAssignments,
-		func(ctx context.Context, c *ctl.CLI, args []string) error { return c.SetConfig(ctx, args) })
+		func(ctx context.Context, c *ctl.CLI, args []string) error { return c.SetConfig(ctx, args, create) })
+	cmd.Flags().BoolVar(&create, "create", false, createUsage)
+	return cmd
 }
 
 func (a *app) editConfigCommand() *cobra.Command {
-	var force bool
+	var force, create bool
 	cmd := a.command("edit-config [CLUSTER]", "change the cluster config in $VISUAL or $EDITOR",
 		"agentctl --cluster=demo edit-config [--force]", clusterOnly,
-		func(ctx context.Context, c *ctl.CLI, _ []string) error { return c.EditConfig(ctx, force) })
+		func(ctx context.Context, c *ctl.CLI, _ []string) error { return c.EditConfig(ctx, force, create) })
 	cmd.Flags().BoolVar(&force, "force", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&create, "create", false, createUsage)
 	return cmd
 }
 

@@ -34,7 +34,8 @@ agentctl --cluster=demo remove demo-3
 agentctl completion bash > /etc/bash_completion.d/agentctl`
 
 const exitCodes = `Exit codes: 0 ok, 1 error, 2 usage, 3 unknown member, 4 unhealthy target, 5 no leader,
-6 request already pending, 7 timeout, 8 DCS unreachable or forbidden, 9 rejected, 10 aborted.`
+6 request already pending, 7 timeout, 8 DCS unreachable or forbidden, 9 rejected, 10 aborted,
+11 unknown cluster.`
 
 // examples names the binary as it is run in every example line.
 func (a *app) examples(s string) string {

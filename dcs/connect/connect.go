@@ -4,6 +4,7 @@
 package connect
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -52,8 +53,11 @@ type Settings struct {
 type Conn struct {
 	Store dcs.Store
 	// Kube is nil for etcd.
-	Kube  *kubeclient.Client
-	close func()
+	Kube *kubeclient.Client
+	// Clusters lists the names of the clusters the DCS holds (in the
+	// namespace, or under the etcd prefix).
+	Clusters func(ctx context.Context) ([]string, error)
+	close    func()
 }
 
 // Close stops the store and its client.
@@ -100,7 +104,8 @@ func Open(s Settings, log *zap.Logger) (*Conn, error) {
 			cli.Close()
 			return nil, err
 		}
-		return &Conn{Store: store, close: func() { cli.Close() }}, nil
+		clusters := func(ctx context.Context) ([]string, error) { return dcsetcd.ClusterNames(ctx, cli, s.EtcdPrefix) }
+		return &Conn{Store: store, Clusters: clusters, close: func() { cli.Close() }}, nil
 	case "kubernetes":
 		cfg, err := s.restConfig()
 		if err != nil {
@@ -115,7 +120,9 @@ func Open(s Settings, log *zap.Logger) (*Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Conn{Store: store, Kube: kube}, nil
+		leases := kube.Leases(s.Namespace)
+		clusters := func(ctx context.Context) ([]string, error) { return dcskube.ClusterNames(ctx, leases) }
+		return &Conn{Store: store, Kube: kube, Clusters: clusters}, nil
 	}
 	return nil, fmt.Errorf("--dcs %q: want kubernetes or etcd", s.Kind)
 }
