@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,8 @@ type CLI struct {
 	// Clusters lists the clusters the DCS holds, for the failure of a
 	// command that names one it does not; nil when it cannot be listed.
 	Clusters func(ctx context.Context) ([]string, error)
+	// Where names the DCS in the failure to read it ("the DCS" when "").
+	Where string
 }
 
 // bounded is ctx limited to one DCS call.
@@ -86,7 +89,7 @@ func (c *CLI) read(ctx context.Context) (*dcs.Cluster, error) {
 	defer cancel()
 	cl, err := c.Store.Cluster(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the cluster from the DCS: %w", err)
+		return nil, fmt.Errorf("reading the cluster from %s: %w", cmp.Or(c.Where, "the DCS"), err)
 	}
 	return cl, nil
 }

@@ -41,3 +41,13 @@ var (
 	// wrapping error says which.
 	ErrLive = errors.New("dcs: member is live")
 )
+
+// LastOrSilence describes why a first read has not succeeded: its last
+// error, or, when no attempt has ended yet, that the DCS has not answered
+// (a dial or a request still hanging), never "<nil>".
+func LastOrSilence(last error) string {
+	if last == nil {
+		return "no answer yet: the first request is still waiting; is the DCS up and reachable from here?"
+	}
+	return "last error: " + last.Error()
+}

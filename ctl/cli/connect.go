@@ -135,7 +135,7 @@ func (a *app) connect() (c *ctl.CLI, closeConn func(), err error) {
 		return nil, nil, &ctl.Error{Code: ctl.ExitUnreachable, Msg: err.Error()}
 	}
 	c = &ctl.CLI{Store: conn.Store, Out: a.deps.Out, Err: a.deps.Err, In: a.deps.In, Output: f,
-		Poll: pollInterval, Timeout: a.timeout, Clusters: conn.Clusters}
+		Poll: pollInterval, Timeout: a.timeout, Clusters: conn.Clusters, Where: conn.Where}
 	if editor := a.env("VISUAL", a.deps.Getenv("EDITOR")); editor != "" {
 		c.Editor = ctl.ShellEditor(editor, a.deps.In, a.deps.Out, a.deps.Err)
 	}

@@ -4,6 +4,7 @@
 package connect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,10 @@ type Conn struct {
 	// Clusters lists the names of the clusters the DCS holds (in the
 	// namespace, or under the etcd prefix).
 	Clusters func(ctx context.Context) ([]string, error)
-	close    func()
+	// Where names the DCS for errors: the backend, its address and the
+	// namespace or key prefix.
+	Where string
+	close func()
 }
 
 // Close stops the store and its client.
@@ -105,7 +109,9 @@ func Open(s Settings, log *zap.Logger) (*Conn, error) {
 			return nil, err
 		}
 		clusters := func(ctx context.Context) ([]string, error) { return dcsetcd.ClusterNames(ctx, cli, s.EtcdPrefix) }
-		return &Conn{Store: store, Clusters: clusters, close: func() { cli.Close() }}, nil
+		prefix := cmp.Or(s.EtcdPrefix, dcsetcd.DefaultPrefix)
+		where := fmt.Sprintf("etcd at %s (prefix %s)", s.EtcdEndpoints, prefix)
+		return &Conn{Store: store, Clusters: clusters, Where: where, close: func() { cli.Close() }}, nil
 	case "kubernetes":
 		cfg, err := s.restConfig()
 		if err != nil {
@@ -122,7 +128,8 @@ func Open(s Settings, log *zap.Logger) (*Conn, error) {
 		}
 		leases := kube.Leases(s.Namespace)
 		clusters := func(ctx context.Context) ([]string, error) { return dcskube.ClusterNames(ctx, leases) }
-		return &Conn{Store: store, Kube: kube, Clusters: clusters}, nil
+		where := fmt.Sprintf("the Kubernetes API at %s (namespace %s)", cfg.Host, s.Namespace)
+		return &Conn{Store: store, Kube: kube, Clusters: clusters, Where: where}, nil
 	}
 	return nil, fmt.Errorf("--dcs %q: want kubernetes or etcd", s.Kind)
 }

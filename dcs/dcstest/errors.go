@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,9 @@ func testUnreachable(t *testing.T, e *Env) {
 	start := time.Now()
 	_, err := s.Cluster(short())
 	mustIs(t, "Cluster", err, dcs.ErrUnreachable)
+	if err != nil && strings.Contains(err.Error(), "<nil>") {
+		t.Errorf("Cluster's error names no cause: %v", err)
+	}
 	mustIs(t, "AcquireLeader", s.AcquireLeader(short(), e.TTL), dcs.ErrUnreachable)
 	mustIs(t, "RenewLeader", s.RenewLeader(short(), e.TTL), dcs.ErrUnreachable)
 	mustIs(t, "UpdateMember", s.UpdateMember(short(), dcs.Member{}), dcs.ErrUnreachable)

@@ -173,7 +173,8 @@ func (s *Store) waitSynced(ctx context.Context, op string) error {
 	if errors.Is(last, dcs.ErrForbidden) {
 		return fmt.Errorf("%s: %w", op, last)
 	}
-	return fmt.Errorf("%s: %w: no successful read of %s yet (last error: %v)", op, dcs.ErrUnreachable, s.prefix, last)
+	return fmt.Errorf("%s: %w: no successful read of %s yet from %s (%s)", op, dcs.ErrUnreachable, s.prefix,
+		strings.Join(s.cli.Endpoints(), ","), dcs.LastOrSilence(last))
 }
 
 // cached returns the cached key and when it was observed to change.

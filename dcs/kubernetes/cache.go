@@ -122,7 +122,7 @@ func (s *Store) waitSynced(ctx context.Context, op string) error {
 	if errors.Is(last, dcs.ErrForbidden) {
 		return fmt.Errorf("%s: %w", op, last)
 	}
-	return fmt.Errorf("%s: %w: leases in namespace %s not listed yet (last error: %v)", op, dcs.ErrUnreachable, s.ns, last)
+	return fmt.Errorf("%s: %w: leases in namespace %s not listed yet (%s)", op, dcs.ErrUnreachable, s.ns, dcs.LastOrSilence(last))
 }
 
 // cached returns the cached Lease name and when it was observed to change.
