@@ -47,7 +47,8 @@ var (
 // (a dial or a request still hanging), never "<nil>".
 func LastOrSilence(last error) string {
 	if last == nil {
-		return "no answer yet: the first request is still waiting; is the DCS up and reachable from here?"
+		return "no answer yet: no request has come back, failed or not; the DCS is down, hung or unreachable from here " +
+			"(a refused connection is retried before it fails)"
 	}
 	return "last error: " + last.Error()
 }
