@@ -18,6 +18,8 @@ import (
 //	               replica streaming within maximum_lag_on_failover
 //	GET /primary   200 only on the writable lock holder (for load balancers)
 //	GET /replica   200 only on a streaming replica
+//	GET /lock      200 while this agent holds the leader lock (the database
+//	               container's preStop hook waits for the hand-over on it)
 //	GET /status    this member as JSON (MemberStatus)
 //	GET /cluster   the last DCS snapshot as JSON
 //	POST /failsafe a leader asks this member to confirm it while the DCS is
@@ -51,6 +53,10 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 		st := a.Status()
 		writeStatus(w, a.isReplica(st, 0), st)
 	})
+	mux.HandleFunc("GET /lock", func(w http.ResponseWriter, r *http.Request) {
+		st := a.Status()
+		writeStatus(w, st.HoldsLock, st)
+	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, true, a.Status())
 	})
@@ -69,6 +75,11 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return mux
 }
+
+// HealthPaths are the endpoints that answer anyone, with their status code
+// (the kubelet's probes, load balancers, the preStop hook); the others
+// serve data or change state and need authentication (apiauth.Guard).
+var HealthPaths = []string{"/healthz", "/readyz", "/primary", "/replica", "/lock"}
 
 func (a *Agent) isPrimary(st MemberStatus) bool {
 	return st.Role == roleName(dcs.RolePrimary) && st.HoldsLock && st.Writable

@@ -79,7 +79,7 @@ func (d *demo) printTry() {
 		{ctl + " pause", "maintenance mode: no automatic failover"},
 		{ctl + " resume --wait", ""},
 		{ctl + " history", "failovers and switchovers"},
-		{"curl -s " + m.apiURL + "/status", "one agent's own view (" + m.name + ")"},
+		{"curl -s -H \"Authorization: Bearer $(cat " + d.secrets.apiToken + ")\" " + m.apiURL + "/status", "one agent's own view (" + m.name + ")"},
 		{fmt.Sprintf("mariadb -h%s -P%d -u%s -p%s %s", m.server.Host, m.server.Port, mysqltest.AppUser, mysqltest.AppPassword,
 			mysqltest.AppDatabase), m.name + " as the application user"},
 	} {

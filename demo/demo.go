@@ -115,7 +115,7 @@ type demo struct {
 	p       *progress
 	be      backend
 	members []*member
-	secrets struct{ agent, repl string }
+	secrets struct{ agent, repl, apiToken string }
 
 	// pids of every process started, for the check that none is left.
 	pidMu sync.Mutex

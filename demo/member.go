@@ -23,6 +23,8 @@ type member struct {
 	server *mysqltest.Server
 	// apiURL is the agent's HTTP API; listen its listen address.
 	apiURL, listen string
+	// apiToken is what the agent's API asks of callers (--api-token-file).
+	apiToken string
 	// logPath is the agent's log (stdout and stderr, appended across restarts).
 	logPath string
 	// args is the agent's command line, binary first.
@@ -128,6 +130,7 @@ func (m *member) status(ctx context.Context) *memberStatus {
 	if err != nil {
 		return nil
 	}
+	req.Header.Set("Authorization", "Bearer "+m.apiToken)
 	resp, err := statusClient.Do(req)
 	if err != nil {
 		return nil

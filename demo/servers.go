@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -134,8 +136,18 @@ func (d *demo) startServers() error {
 	if err := os.WriteFile(d.secrets.repl, []byte(mysqltest.ReplPassword+"\n"), 0o600); err != nil {
 		return err
 	}
+	// The agents' API serves only callers with this token (--api-token-file).
+	d.secrets.apiToken = filepath.Join(secrets, "api-token")
+	token := make([]byte, 16)
+	if _, err := rand.Read(token); err != nil {
+		return err
+	}
+	if err := os.WriteFile(d.secrets.apiToken, []byte(hex.EncodeToString(token)+"\n"), 0o600); err != nil {
+		return err
+	}
 	var where []string
 	for _, m := range d.members {
+		m.apiToken = hex.EncodeToString(token)
 		db, err := openApp(m.server)
 		if err != nil {
 			return err
@@ -169,7 +181,7 @@ func (d *demo) startAgents() error {
 			"--cluster="+d.cfg.Cluster, "--name="+m.name,
 			"--mysql-local-addr="+m.addr(), "--advertise-mysql-addr="+m.addr(),
 			"--mysql-password-file="+d.secrets.agent, "--replication-password-file="+d.secrets.repl,
-			"--listen="+m.listen, "--advertise-api-url="+m.apiURL,
+			"--listen="+m.listen, "--advertise-api-url="+m.apiURL, "--api-token-file="+d.secrets.apiToken,
 		)
 		pid, err := m.startAgent()
 		if err != nil {

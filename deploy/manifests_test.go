@@ -69,6 +69,7 @@ var testPod = podEnv{
 	},
 	secrets: map[string]string{
 		"root-password": "root-secret", "agent-password": "agent-secret", "repl-password": "repl-secret",
+		"api-token": "api-token-secret",
 	},
 }
 
@@ -631,7 +632,7 @@ func TestLocalNodeSecret(t *testing.T) {
 	if !strings.HasPrefix(sec.Name, "mysqlha-credentials-") {
 		t.Fatalf("Secret %q", sec.Name)
 	}
-	for _, k := range []string{"root-password", "agent-password", "repl-password"} {
+	for _, k := range []string{"root-password", "agent-password", "repl-password", "api-token"} {
 		if !strings.HasPrefix(string(sec.Data[k]), "test-only-") {
 			t.Errorf("Secret key %s = %q: test passwords must say test-only", k, sec.Data[k])
 		}

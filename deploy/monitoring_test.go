@@ -51,6 +51,13 @@ type podMonitorSpec struct {
 		Path          string `json:"path"`
 		Interval      string `json:"interval"`
 		ScrapeTimeout string `json:"scrapeTimeout"`
+		Authorization struct {
+			Type        string `json:"type"`
+			Credentials struct {
+				Name string `json:"name"`
+				Key  string `json:"key"`
+			} `json:"credentials"`
+		} `json:"authorization"`
 	} `json:"podMetricsEndpoints"`
 }
 
@@ -113,6 +120,14 @@ func TestPodMonitorScrapesTheAgents(t *testing.T) {
 	ep := pm.PodMetricsEndpoints[0]
 	if ep.Path != "/metrics" || !portIs(mustContainer(t, pod.Spec.Containers, "agent"), ep.Port, 8008) {
 		t.Errorf("endpoint %+v: want the agent's port 8008 by name, path /metrics", ep)
+	}
+	// /metrics needs the API token the agents read (--api-token-file).
+	if a := ep.Authorization; a.Type != "Bearer" || a.Credentials.Name != "mysqlha-credentials" || a.Credentials.Key != "api-token" {
+		t.Errorf("endpoint authorization %+v: want Bearer from Secret mysqlha-credentials, key api-token", a)
+	}
+	agent := mustContainer(t, pod.Spec.Containers, "agent")
+	if !slices.Contains(agent.Args, "--api-token-file=/etc/mysqlha/api-token") {
+		t.Errorf("agent args %v lack --api-token-file=/etc/mysqlha/api-token", agent.Args)
 	}
 	job := pod.Labels[pm.JobLabel]
 	if job == "" {

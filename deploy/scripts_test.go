@@ -26,6 +26,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/agent"
 	"github.com/mysqlha/mysqlha/backup"
+	"github.com/mysqlha/mysqlha/internal/apiauth"
 	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
@@ -163,7 +164,7 @@ func TestServerCnfScript(t *testing.T) {
 
 // fakeAgent serves GET /status as the agent does (agent.MemberStatus,
 // indented JSON), holding the lock while holds() says so.
-func fakeAgent(t *testing.T, handler http.HandlerFunc) (port string) {
+func fakeAgent(t *testing.T, handler http.Handler) (port string) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(handler)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -177,6 +178,8 @@ func fakeAgent(t *testing.T, handler http.HandlerFunc) (port string) {
 	return port
 }
 
+// statusHandler plays an agent older than GET /lock: its /status, open to
+// anyone.
 func statusHandler(holds func() bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/status" {
@@ -188,6 +191,24 @@ func statusHandler(holds func() bool) http.HandlerFunc {
 		enc.SetIndent("", "  ") // as agent.writeJSON
 		enc.Encode(agent.MemberStatus{Name: "mysqlha-0", Role: "primary", HoldsLock: holds()})
 	}
+}
+
+// lockHandler plays today's agent as deployed: GET /lock 200 while it
+// holds the lock, else 503, behind the API token the hook does not have.
+func lockHandler(holds func() bool) http.Handler {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/lock" {
+			http.NotFound(w, r)
+			return
+		}
+		code := http.StatusServiceUnavailable
+		if holds() {
+			code = http.StatusOK
+		}
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(agent.MemberStatus{Name: "mysqlha-0", HoldsLock: code == http.StatusOK})
+	})
+	return apiauth.Guard{Token: "test-only-api-token-0123456789"}.Protect(h, agent.HealthPaths...)
 }
 
 func TestPreStopWait(t *testing.T) {
@@ -202,7 +223,7 @@ func TestPreStopWait(t *testing.T) {
 		t.Parallel()
 		released := time.Now().Add(2500 * time.Millisecond)
 		var polls atomic.Int32
-		port := fakeAgent(t, statusHandler(func() bool { polls.Add(1); return time.Now().Before(released) }))
+		port := fakeAgent(t, lockHandler(func() bool { polls.Add(1); return time.Now().Before(released) }))
 		out, code, took := run(t, port, 20)
 		if code != 0 || took < 2500*time.Millisecond || took > 6*time.Second {
 			t.Fatalf("exit %d after %v (want 0 after 2.5 to 6 s):\n%s", code, took, out)
@@ -211,9 +232,18 @@ func TestPreStopWait(t *testing.T) {
 			t.Errorf("%d polls; output:\n%s", polls.Load(), out)
 		}
 	})
+	t.Run("an agent older than /lock: its /status", func(t *testing.T) {
+		t.Parallel()
+		released := time.Now().Add(2500 * time.Millisecond)
+		port := fakeAgent(t, statusHandler(func() bool { return time.Now().Before(released) }))
+		out, code, took := run(t, port, 20)
+		if code != 0 || took < 2500*time.Millisecond || took > 6*time.Second || !strings.Contains(out, "free") {
+			t.Fatalf("exit %d after %v (want 0 after 2.5 to 6 s, free):\n%s", code, took, out)
+		}
+	})
 	t.Run("gives up after its bound", func(t *testing.T) {
 		t.Parallel()
-		port := fakeAgent(t, statusHandler(func() bool { return true }))
+		port := fakeAgent(t, lockHandler(func() bool { return true }))
 		out, code, took := run(t, port, 3)
 		if code != 1 || took < 3*time.Second || took > 7*time.Second {
 			t.Fatalf("exit %d after %v (want 1 after 3 to 7 s):\n%s", code, took, out)
@@ -224,7 +254,7 @@ func TestPreStopWait(t *testing.T) {
 	})
 	t.Run("returns at once when the lock is not held", func(t *testing.T) {
 		t.Parallel()
-		port := fakeAgent(t, statusHandler(func() bool { return false }))
+		port := fakeAgent(t, lockHandler(func() bool { return false }))
 		out, code, took := run(t, port, 20)
 		if code != 0 || took > 1500*time.Millisecond {
 			t.Fatalf("exit %d after %v:\n%s", code, took, out)
@@ -247,12 +277,12 @@ func TestPreStopWait(t *testing.T) {
 		t.Parallel()
 		stop := make(chan struct{})
 		t.Cleanup(func() { close(stop) })
-		port := fakeAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		port := fakeAgent(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-stop:
 			case <-r.Context().Done():
 			}
-		})
+		}))
 		out, code, took := run(t, port, 3)
 		if code != 1 || took < 3*time.Second || took > 8*time.Second || !strings.Contains(out, "unknown") {
 			t.Fatalf("exit %d after %v (want 1 after 3 to 8 s, lock unknown):\n%s", code, took, out)
@@ -261,13 +291,14 @@ func TestPreStopWait(t *testing.T) {
 	t.Run("an error answer is not a release", func(t *testing.T) {
 		t.Parallel()
 		var n atomic.Int32
-		port := fakeAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		free := lockHandler(func() bool { return false })
+		port := fakeAgent(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if n.Add(1) <= 2 {
 				http.Error(w, `{"holds_lock": false}`, http.StatusInternalServerError)
 				return
 			}
-			statusHandler(func() bool { return false })(w, r)
-		})
+			free.ServeHTTP(w, r)
+		}))
 		out, code, took := run(t, port, 20)
 		if code != 0 || took < 2*time.Second {
 			t.Fatalf("exit %d after %v (want 0 after the two error answers, 2 s):\n%s", code, took, out)

@@ -17,6 +17,9 @@ func TestBootstrap(t *testing.T) {
 	p := c.WaitHealthy(60 * time.Second)
 	t.Logf("bootstrap: %s is the primary %v after the agents started", p.Name, time.Since(start).Round(time.Millisecond))
 
+	// The API serves nothing to a caller without the cluster's token.
+	c.CheckAPIClosed(t)
+
 	// The DCS, every agent and every server agree on who leads.
 	if h, err := c.LeaderHolder(); err != nil || h != p.Name {
 		t.Errorf("leader key holder = %q (err %v), want %s", h, err, p.Name)

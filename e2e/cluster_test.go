@@ -21,6 +21,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/mysqlha/mysqlha/internal/apiauth"
 	"github.com/mysqlha/mysqlha/testenv/etcdtest"
 	"github.com/mysqlha/mysqlha/testenv/localproc"
 	"github.com/mysqlha/mysqlha/testenv/mysqltest"
@@ -78,7 +79,9 @@ type Cluster struct {
 	Kube    *KubeEnv
 	Members []*Member
 	logDir  string
-	http    *http.Client
+	http    *http.Client // sends the API token
+	// apiTokenFile holds apiToken, every agent's --api-token-file.
+	apiTokenFile string
 	// bin and agentArgs are every agent's binary and extra flags; proxies
 	// is Options.MySQLProxies, dcsProxies Options.DCSProxies.
 	bin        string
@@ -127,8 +130,13 @@ func NewCluster(tb testing.TB, o Options) *Cluster {
 	if o.Timing == (Timing{}) {
 		o.Timing = DefaultTiming
 	}
-	c := &Cluster{tb: tb, Name: clusterName(tb.Name()), Timing: o.Timing, http: &http.Client{Timeout: 500 * time.Millisecond},
-		bin: bin, agentArgs: o.AgentArgs, proxies: o.MySQLProxies, dcsProxies: o.DCSProxies}
+	c := &Cluster{tb: tb, Name: clusterName(tb.Name()), Timing: o.Timing,
+		http: &http.Client{Timeout: 500 * time.Millisecond, Transport: apiauth.Transport(nil, apiToken)},
+		bin:  bin, agentArgs: o.AgentArgs, proxies: o.MySQLProxies, dcsProxies: o.DCSProxies}
+	c.apiTokenFile = filepath.Join(tb.TempDir(), "api-token")
+	if err := os.WriteFile(c.apiTokenFile, []byte(apiToken+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
 	c.logDir = tb.TempDir()
 	if *flagLogDir != "" {
 		c.logDir = filepath.Join(*flagLogDir, c.Name)
@@ -202,7 +210,7 @@ func (c *Cluster) newMember(index int, s *mysqltest.Server, agentName, logName s
 		"--mysql-password-file="+s.PasswordFile(tb, mysqltest.AgentPassword),
 		"--replication-user="+mysqltest.ReplUser,
 		"--replication-password-file="+s.PasswordFile(tb, mysqltest.ReplPassword),
-		"--listen="+listen, "--advertise-api-url="+m.APIURL, "--log-level=debug",
+		"--listen="+listen, "--advertise-api-url="+m.APIURL, "--api-token-file="+c.apiTokenFile, "--log-level=debug",
 		"--ttl="+t.TTL.String(), "--loop-wait="+t.LoopWait.String(),
 		"--retry-timeout="+t.RetryTimeout.String(), "--safety-margin="+t.SafetyMargin.String(),
 		// A rebuild shuts mysqld down and waits for its supervisor to

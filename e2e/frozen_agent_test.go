@@ -118,7 +118,7 @@ type apiAnswer struct {
 func queryWhenThawed(m *Member, path string) <-chan apiAnswer {
 	ch := make(chan apiAnswer, 1)
 	go func() {
-		cl := &http.Client{Timeout: 30 * time.Second}
+		cl := &http.Client{Timeout: 30 * time.Second, Transport: m.c.http.Transport}
 		resp, err := cl.Get(m.APIURL + path)
 		a := apiAnswer{err: err, at: time.Now()}
 		if err == nil {

@@ -26,6 +26,8 @@ func TestKubernetesFailover(t *testing.T) {
 
 	// Bootstrap: the Lease, the labels and the endpoints name the primary.
 	k.WaitRouted(t, 30*time.Second, old.Name, names(survivors), nil)
+	// The API serves nothing to a caller without the cluster's token.
+	c.CheckAPIClosed(t)
 	l, err := k.Lease()
 	if err != nil || l == nil {
 		t.Fatalf("reading Lease %s: %v", k.LeaseName(), err)

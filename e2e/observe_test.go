@@ -558,3 +558,52 @@ func FirstWriteThen(candidates []*Member, tagPrefix string, interval, timeout ti
 	}
 	return w
 }
+
+// apiToken is the test clusters' API token (--api-token-file): published,
+// as the test passwords are.
+const apiToken = "test-only-api-token-0123456789abcdef"
+
+// apiEndpoints are every path the agent's API serves; health marks those
+// that answer strangers, with a status code and no data.
+var apiEndpoints = []struct {
+	method, path string
+	health       bool
+}{
+	{"GET", "/healthz", true}, {"GET", "/readyz", true}, {"GET", "/primary", true}, {"GET", "/replica", true}, {"GET", "/lock", true},
+	{"GET", "/status", false}, {"GET", "/cluster", false}, {"GET", "/metrics", false},
+	{"GET", "/clone?member=x", false}, {"POST", "/failsafe", false},
+}
+
+// CheckAPIClosed asks every endpoint of every member without credentials,
+// and with a wrong token: 401 and nothing of the member's data, or, for a
+// health check, its code and one word.
+func (c *Cluster) CheckAPIClosed(t *testing.T) {
+	t.Helper()
+	for _, m := range c.Members {
+		for _, e := range apiEndpoints {
+			for _, auth := range []string{"", "Bearer not-the-token-at-all-0123456789"} {
+				req, err := http.NewRequest(e.method, m.APIURL+e.path, strings.NewReader("{}"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if auth != "" {
+					req.Header.Set("Authorization", auth)
+				}
+				resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+				if err != nil {
+					t.Errorf("%s %s %s: %v", m.Name, e.method, e.path, err)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				body := strings.TrimSpace(string(b))
+				switch {
+				case e.health && body != "ok" && body != "unavailable":
+					t.Errorf("%s %s %s without credentials (%q): %d %q, want a code and one word", m.Name, e.method, e.path, auth, resp.StatusCode, body)
+				case !e.health && (resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(body, "authentication required")):
+					t.Errorf("%s %s %s without credentials (%q): %d %q, want 401 and no data", m.Name, e.method, e.path, auth, resp.StatusCode, body)
+				}
+			}
+		}
+	}
+}

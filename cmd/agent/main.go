@@ -32,6 +32,7 @@ import (
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/connect"
 	dcsetcd "github.com/mysqlha/mysqlha/dcs/etcd"
+	"github.com/mysqlha/mysqlha/internal/apiauth"
 	"github.com/mysqlha/mysqlha/internal/apitls"
 	"github.com/mysqlha/mysqlha/internal/mysqldproc"
 	"github.com/mysqlha/mysqlha/internal/pemfiles"
@@ -67,6 +68,9 @@ type options struct {
 	etcdEndpoints, etcdPrefix string
 	etcd                      connect.EtcdSecurity
 	apiTLS                    apitls.Files
+	apiTokenFile              string
+	apiInsecure               bool
+	apiGuard                  apiauth.Guard
 	mysqlTLS                  struct{ ca, cert, key string }
 	replTLS                   bool
 	replTLSFiles              mysqlctl.SourceTLS
@@ -113,6 +117,8 @@ func defineFlags(o *options, b *dcs.Config) *flag.FlagSet {
 	fs.StringVar(&o.apiTLS.Cert, "api-tls-cert", "", "serve the HTTP API over TLS with this certificate (with --api-tls-key); it also authenticates this member to its peers")
 	fs.StringVar(&o.apiTLS.Key, "api-tls-key", "", "key of --api-tls-cert")
 	fs.StringVar(&o.apiTLS.CA, "api-tls-ca", "", "CA that verifies peers' API certificates, and the client certificate POST /failsafe requires")
+	fs.StringVar(&o.apiTokenFile, "api-token-file", env("MYSQLHA_API_TOKEN_FILE", ""), "file holding the cluster's API token, the same for every member (a Secret): peers send it, and every endpoint but the health checks requires it (env MYSQLHA_API_TOKEN_FILE)")
+	fs.BoolVar(&o.apiInsecure, "api-insecure", false, "serve the HTTP API, backups included, to anyone: only for a test on one machine")
 	fs.StringVar(&o.cfg.APIURL, "advertise-api-url", env("MYSQLHA_ADVERTISE_API_URL", "http://"+net.JoinHostPort(podIP, "8008")), "URL where peers reach this agent's API")
 	fs.BoolVar(&o.cfg.NoFailover, "nofailover", false, "never become leader")
 	fs.IntVar(&o.cfg.FailoverPriority, "failover-priority", 0, "ranks equally up-to-date candidates; higher wins; among equal priorities, the one with the fewest received transactions left to apply")
@@ -141,7 +147,7 @@ Example (etcd DCS, outside Kubernetes):
   mysqlha-agent --dcs=etcd --etcd-endpoints=http://127.0.0.1:2379 --cluster=demo --name=db1 \
     --mysql-local-addr=127.0.0.1:3306 --advertise-mysql-addr=127.0.0.1:3306 \
     --mysql-password-file=/etc/mysqlha/agent-password --replication-password-file=/etc/mysqlha/repl-password \
-    --listen=127.0.0.1:8008 --advertise-api-url=http://127.0.0.1:8008
+    --listen=127.0.0.1:8008 --advertise-api-url=http://127.0.0.1:8008 --api-token-file=/etc/mysqlha/api-token
 
 Flags:
 `)
@@ -177,6 +183,15 @@ func (o *options) finish(fs *flag.FlagSet, b dcs.Config) (*options, error) {
 		o.cfg.ReplicationTLS = &files
 	} else if o.replTLSFiles != (mysqlctl.SourceTLS{}) {
 		return nil, errors.New("--replication-tls-ca/-cert/-key need --replication-tls")
+	}
+	o.apiGuard = apiauth.Guard{Certs: o.apiTLS.CA != "", Open: o.apiInsecure}
+	if o.apiTokenFile != "" {
+		if o.apiGuard.Token, err = apiauth.ReadToken("--api-token-file", o.apiTokenFile); err != nil {
+			return nil, err
+		}
+	}
+	if err := o.apiGuard.Check(); err != nil {
+		return nil, err
 	}
 	if o.replPwFile != "" {
 		pw, err := os.ReadFile(o.replPwFile)
@@ -227,6 +242,9 @@ func run(args []string) error {
 	}
 	routeKlog(log)
 	defer klog.ClearLogger()
+	if o.apiInsecure {
+		log.Warn("--api-insecure: the HTTP API serves this member's data and backups to anyone who reaches it")
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -247,7 +265,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	peers := &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS}}
+	peers := &http.Client{Transport: apiauth.Transport(&http.Transport{TLSClientConfig: clientTLS}, o.apiGuard.Token)}
 	o.cfg.PeerCertRequired = o.apiTLS.CA != ""
 	deps := agent.Deps{
 		Store: store, LocalAddr: o.localAddr, Dial: dial, Labeler: labeler, Logger: log.Named("agent"),
@@ -281,7 +299,9 @@ func run(args []string) error {
 	if serverTLS != nil {
 		ln = tls.NewListener(ln, serverTLS)
 	}
-	srv := &http.Server{Handler: a.Handler(reg), ReadHeaderTimeout: 5 * time.Second}
+	// The health checks stay open for the kubelet and load balancers.
+	api := o.apiGuard.Protect(a.Handler(reg), agent.HealthPaths...)
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	log.Info("agent started", zap.String("api", ln.Addr().String()), zap.String("dcs", o.dcsKind),

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mysqlha/mysqlha/internal/apiauth"
 	"github.com/mysqlha/mysqlha/testenv/mysqltest"
 )
 
@@ -26,7 +28,7 @@ func TestStartupFailureLeavesMySQLFenced(t *testing.T) {
 		"--etcd-cacert=" + filepath.Join(t.TempDir(), "missing-ca.pem"),
 		"--mysql-local-addr=" + s.Addr(), "--mysql-user=" + mysqltest.AgentUser,
 		"--mysql-password-file=" + s.PasswordFile(t, mysqltest.AgentPassword),
-		"--listen=127.0.0.1:0", "--log-level=error",
+		"--listen=127.0.0.1:0", "--log-level=error", "--api-insecure",
 	})
 	if err == nil || !strings.Contains(err.Error(), "missing-ca.pem") {
 		t.Fatalf("run with a missing etcd CA file: %v, want an error naming it", err)
@@ -46,9 +48,23 @@ func TestStartupFenceToleratesDownMySQL(t *testing.T) {
 	err := run([]string{
 		"--cluster=c", "--name=db1", "--dcs=etcd", "--etcd-endpoints=https://127.0.0.1:1",
 		"--etcd-cacert=" + filepath.Join(t.TempDir(), "missing-ca.pem"),
-		"--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error",
+		"--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error", "--api-insecure",
 	})
 	if err == nil || !strings.Contains(err.Error(), "missing-ca.pem") {
 		t.Fatalf("run with mysqld down: %v, want the DCS error, not a fencing one", err)
+	}
+}
+
+// An API that could authenticate nobody, or a token file that is not
+// there, stops the start with the way out named.
+func TestStartupNeedsAPIAuthentication(t *testing.T) {
+	base := []string{"--cluster=c", "--name=db1", "--dcs=etcd", "--etcd-endpoints=http://127.0.0.1:1",
+		"--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error"}
+	if err := run(base); !errors.Is(err, apiauth.ErrNoAuth) {
+		t.Errorf("no token, no client CA: %v, want ErrNoAuth", err)
+	}
+	missing := filepath.Join(t.TempDir(), "api-token")
+	if err := run(append(base, "--api-token-file="+missing)); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing token file: %v, want an error naming %s", err, missing)
 	}
 }

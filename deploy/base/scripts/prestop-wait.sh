@@ -10,9 +10,12 @@
 # replica catches up from it). Without this hook mysqld would get SIGTERM at
 # the same moment and shut down under the hand-over.
 #
-# It polls GET /status on the agent's API (127.0.0.1, same pod) for
-# "holds_lock". Not /primary: the agent fences itself (read-only, 503 there)
-# at the start of a hand-over, long before the lock has moved. Only bash
+# It polls GET /lock on the agent's API (127.0.0.1, same pod): 200 while
+# the agent holds the leader lock, 503 once it does not. A health check, so
+# it needs no API token, and this container mounts none. Not /primary: the
+# agent fences itself (read-only, 503 there) at the start of a hand-over,
+# long before the lock has moved. An agent older than /lock answers 404:
+# then its GET /status ("holds_lock"), which it served to anyone. Only bash
 # built-ins (its /dev/tcp) and sleep: the server images have no curl.
 #
 # Exit status: 0 when the lock is not held (or the agent is gone), 1 when it
@@ -31,26 +34,38 @@ fi
 # or unknown (no complete answer: a stalled agent, which may be in the middle
 # of a hand-over, so it is waited for like a holder).
 lock_state() {
-	local resp="" line=""
+	local resp
 	# Connecting to a port nobody listens on fails at once: the agent has exited.
-	if ! exec 3<>"/dev/tcp/127.0.0.1/$port"; then
+	if ! resp=$(get /lock); then
 		echo gone
 		return
-	fi 2>/dev/null
-	printf 'GET /status HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+	fi
+	if [[ $resp =~ ^HTTP/1\.[01]\ 404 ]] && ! resp=$(get /status); then
+		echo gone
+		return
+	fi
+	if [[ $resp =~ ^HTTP/1\.[01]\ 200 && ! $resp =~ \"holds_lock\":[[:space:]]*false ]]; then
+		echo held
+	elif [[ $resp =~ ^HTTP/1\.[01]\ 503 || $resp =~ ^HTTP/1\.[01]\ 200 && $resp =~ \"holds_lock\":[[:space:]]*false ]]; then
+		echo free
+	else
+		echo unknown
+	fi
+}
+
+# get PATH prints the agent's whole answer to GET PATH; it fails when
+# nothing listens.
+get() {
+	local resp="" line=""
+	{ exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 1
+	printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$1" >&3
 	# read -t bounds a stalled (say, frozen) agent to 2 s per line.
 	while IFS= read -r -t 2 line <&3 || [[ -n $line ]]; do
 		resp+=$line$'\n'
 		line=""
 	done
 	exec 3<&-
-	if [[ $resp =~ \"holds_lock\":[[:space:]]*true ]]; then
-		echo held
-	elif [[ $resp =~ ^HTTP/1\.[01]\ 200 && $resp =~ \"holds_lock\":[[:space:]]*false ]]; then
-		echo free
-	else
-		echo unknown
-	fi
+	printf '%s' "$resp"
 }
 
 # Microseconds since the epoch: $SECONDS counts whole seconds from wherever
