@@ -193,6 +193,9 @@ func (o *options) finish(fs *flag.FlagSet, b dcs.Config) (*options, error) {
 	if err := o.apiGuard.Check(); err != nil {
 		return nil, err
 	}
+	if err := o.checkPasswordFile(); err != nil {
+		return nil, err
+	}
 	if o.replPwFile != "" {
 		pw, err := os.ReadFile(o.replPwFile)
 		if err != nil {
@@ -204,6 +207,26 @@ func (o *options) finish(fs *flag.FlagSet, b dcs.Config) (*options, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// checkPasswordFile fails at start, naming the file, where every login
+// would fail later: no --mysql-password-file for a TCP address (only a
+// socket may log in without a password, by unix_socket), or a file that
+// cannot be read. The file is read again at every login, so that a
+// rotated Secret takes effect without a restart.
+func (o *options) checkPasswordFile() error {
+	if o.pwFile == "" {
+		if strings.HasPrefix(o.localAddr, "/") {
+			return nil
+		}
+		return fmt.Errorf("--mysql-password-file is required: the file holding the password of MySQL user %q "+
+			"(--mysql-user), mounted from a Secret; only a socket --mysql-local-addr may go without one", o.user)
+	}
+	f, err := os.Open(o.pwFile)
+	if err != nil {
+		return fmt.Errorf("--mysql-password-file: %w", err)
+	}
+	return f.Close()
 }
 
 func run(args []string) error {

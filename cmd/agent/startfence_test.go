@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,6 +50,7 @@ func TestStartupFenceToleratesDownMySQL(t *testing.T) {
 		"--cluster=c", "--name=db1", "--dcs=etcd", "--etcd-endpoints=https://127.0.0.1:1",
 		"--etcd-cacert=" + filepath.Join(t.TempDir(), "missing-ca.pem"),
 		"--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error", "--api-insecure",
+		"--mysql-password-file=" + writeFile(t, "agent-password", "pw"),
 	})
 	if err == nil || !strings.Contains(err.Error(), "missing-ca.pem") {
 		t.Fatalf("run with mysqld down: %v, want the DCS error, not a fencing one", err)
@@ -67,4 +69,27 @@ func TestStartupNeedsAPIAuthentication(t *testing.T) {
 	if err := run(append(base, "--api-token-file="+missing)); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing token file: %v, want an error naming %s", err, missing)
 	}
+}
+
+// A password file that is not given (over TCP) or cannot be read stops the
+// start, naming it, instead of an agent that fails every login.
+func TestStartupNeedsAReadablePasswordFile(t *testing.T) {
+	base := []string{"--cluster=c", "--name=db1", "--dcs=etcd", "--etcd-endpoints=http://127.0.0.1:1",
+		"--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error", "--api-insecure"}
+	if err := run(base); err == nil || !strings.Contains(err.Error(), "--mysql-password-file is required") {
+		t.Errorf("no password file: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "agent-password")
+	if err := run(append(base, "--mysql-password-file="+missing)); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing password file: %v, want an error naming %s", err, missing)
+	}
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
