@@ -53,8 +53,16 @@ type Metrics struct {
 	// waiting, or refused by a setting); the rebuilds its agent asked for;
 	// the transactions it saved before one.
 	RebuildNeeded     prometheus.Gauge
+	Rebuilding        prometheus.Gauge
 	AutoRebuilds      prometheus.Counter
 	SavedTransactions prometheus.Counter
+	// FailoverCandidate is 1 while this member may take over from the
+	// leader (failover.Ineligibility): the cluster has no candidate when no
+	// member shows it. The settings the alerts compare against ride along,
+	// so that a rule need not repeat them.
+	FailoverCandidate prometheus.Gauge
+	TTL               prometheus.Gauge
+	MaxLag            prometheus.Gauge
 
 	clusterUnlocked optionalGauge
 	lagSeconds      optionalGauge
@@ -192,6 +200,13 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 			"1 while this member has transactions the leader lacks (errant GTIDs): it does not replicate until they are resolved."),
 		RebuildNeeded: gauge("rebuild_needed",
 			"1 while this member cannot follow the leader on its own data (transactions the leader lacks, or binary logs its source purged) and is not being rebuilt yet: /status healing says why."),
+		Rebuilding: gauge("rebuilding",
+			"1 while this member is being rebuilt from a donor (agentctl reinit, or an automatic rebuild)."),
+		FailoverCandidate: gauge("failover_candidate",
+			"1 while this member may take over if the leader fails: not the leader, mysqld up, not nofailover, errant, rebuilding or broken, within maximum_lag_on_failover, acknowledging under semi_sync strict."),
+		TTL: gauge("ttl_seconds", "The cluster's ttl setting: how long the leader lock lives without a renewal."),
+		MaxLag: gauge("maximum_lag_on_failover_seconds",
+			"The cluster's maximum_lag_on_failover setting: a replica further behind is no failover candidate; 0 means no limit."),
 		AutoRebuilds: counter("automatic_rebuilds_total",
 			"Rebuilds of this member its agent requested by itself (rebuild_diverged, reseed_after)."),
 		SavedTransactions: counter("saved_transactions_total",
@@ -224,7 +239,8 @@ func NewMetrics(reg prometheus.Registerer, cluster, member string) *Metrics {
 	m.initLabels()
 	reg.MustRegister(m.IsLeader, m.RenewLatency, m.RenewFailures, m.DeadmanFailures, m.LoopDuration, m.Failovers, m.Switchovers,
 		m.DuplicateIdentity, m.SemiSyncReplicas, m.SemiSyncWaiting, m.SemiSyncStalled, m.FailsafeActive,
-		m.Paused, m.MySQLUp, m.Errant, m.DCSLastSuccess, m.RebuildNeeded, m.AutoRebuilds, m.SavedTransactions,
+		m.Paused, m.MySQLUp, m.Errant, m.DCSLastSuccess, m.RebuildNeeded, m.Rebuilding, m.AutoRebuilds, m.SavedTransactions,
+		m.FailoverCandidate, m.TTL, m.MaxLag,
 		m.clusterUnlocked.vec, m.lagSeconds.vec, m.lagTransactions.vec, m.readOnly.vec, m.ioRunning.vec, m.sqlRunning.vec,
 		m.role, m.failoverPhase, m.fencingActions, m.dcsErrors,
 		collectors.NewBuildInfoCollector())
@@ -279,10 +295,13 @@ func (m *Metrics) setFailoverPhase(p failoverPhase, d time.Duration, known bool)
 	m.failoverPhase.WithLabelValues(p.String()).Set(d.Seconds())
 }
 
-// setCluster records what the last DCS snapshot says of the cluster; cl is
-// nil when the read failed, which leaves the lock gauge as it was.
-func (m *Metrics) setCluster(cl *dcs.Cluster, paused bool) {
-	m.Paused.Set(boolGauge(paused))
+// setCluster records what the last DCS snapshot says of the cluster, and
+// the config in force; cl is nil when the read failed, which leaves the
+// lock gauge as it was.
+func (m *Metrics) setCluster(cl *dcs.Cluster, cfg dcs.Config) {
+	m.Paused.Set(boolGauge(cfg.Paused))
+	m.TTL.Set(cfg.TTL.Seconds())
+	m.MaxLag.Set(cfg.MaximumLagOnFailover.Seconds())
 	if cl != nil {
 		m.clusterUnlocked.set(boolGauge(cl.Leader == nil || cl.Leader.Holder == "" || cl.Leader.Expired), true)
 	}

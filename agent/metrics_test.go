@@ -283,3 +283,28 @@ func TestLoopMetricsDCSLastSuccess(t *testing.T) {
 	h.step("db2")
 	wantGauge(t, "healed: dcs_last_success_timestamp_seconds", r.DCSLastSuccess, unix())
 }
+
+// failover_candidate follows failover.Ineligibility: the leader, a
+// nofailover member and a member whose mysqld is down are none; the
+// settings the alerts compare against are published beside it.
+func TestLoopMetricsFailoverCandidate(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.noFailover["db3"] = true
+	h.startAgent("db3")
+	h.bootstrap()
+	h.round()
+	wantGauge(t, "leader failover_candidate", h.agents["db1"].metrics.FailoverCandidate, 0)
+	wantGauge(t, "replica failover_candidate", h.agents["db2"].metrics.FailoverCandidate, 1)
+	wantGauge(t, "nofailover replica failover_candidate", h.agents["db3"].metrics.FailoverCandidate, 0)
+	h.mysql.byName("db2").up = false
+	h.step("db2")
+	wantGauge(t, "mysqld down: failover_candidate", h.agents["db2"].metrics.FailoverCandidate, 0)
+
+	cfg := dcs.DefaultConfig()
+	for _, n := range []string{"db1", "db3"} {
+		m := h.agents[n].metrics
+		wantGauge(t, n+" ttl_seconds", m.TTL, cfg.TTL.Seconds())
+		wantGauge(t, n+" maximum_lag_on_failover_seconds", m.MaxLag, cfg.MaximumLagOnFailover.Seconds())
+		wantGauge(t, n+" rebuilding", m.Rebuilding, 0)
+	}
+}

@@ -51,7 +51,7 @@ func metricsTable(t *testing.T) string {
 	zero := int64(0)
 	m.setLocal(mysqlctl.Observation{Replica: &mysqlctl.ReplicaStatus{IOThread: mysqlctl.ThreadRunning,
 		SQLThread: mysqlctl.ThreadRunning, SecondsBehind: &zero}}, nil, false, new(time.Duration))
-	m.setCluster(&dcs.Cluster{}, false)
+	m.setCluster(&dcs.Cluster{}, dcs.Config{})
 	m.setLagTransactions(0, true)
 	families, err := reg.Gather()
 	if err != nil {

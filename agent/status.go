@@ -138,7 +138,7 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 	a.metrics.RebuildNeeded.Set(boolGauge(st.Healing != ""))
 	lag := a.lag.at(a.clock.Now())
 	a.metrics.setLocal(obs, localErr, a.errant != "", lag)
-	a.metrics.setCluster(cl, a.clusterConfig.Paused)
+	a.metrics.setCluster(cl, a.clusterConfig)
 	if localErr != nil {
 		st.Error = localErr.Error()
 	}
@@ -218,6 +218,11 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	if ss := st.SemiSync; ss != nil && ss.Async {
 		m.Tags[failover.TagAsync] = "streams without acknowledging"
 	}
+	a.metrics.Rebuilding.Set(boolGauge(a.rebuild != nil))
+	// The record does not say whether our mysqld answers (peers ask our
+	// API for that): localErr does.
+	a.metrics.FailoverCandidate.Set(boolGauge(localErr == nil && a.role != dcs.RolePrimary &&
+		failover.Ineligibility(failover.FromRecord(m), failover.RulesOf(a.clusterConfig)) == ""))
 	if a.acknowledgers != nil {
 		// Also while our mysqld does not answer (role unknown) and after
 		// we gave the lock up: the candidate needs the list of our term,
