@@ -18,7 +18,7 @@ FUZZTIME     ?= 15s
 
 export KUBE_BIN_DIR := $(CURDIR)/$(KUBE_BIN)
 
-.PHONY: all build test unit lint staticcheck bench e2e bench-failover fuzz deps mariadb node-packages kube-bin clean
+.PHONY: all build test unit lint staticcheck bench e2e bench-failover fuzz deps mariadb node-packages kube-bin promtool clean
 
 all: build
 
@@ -92,7 +92,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzFailsafeHTTP -fuzztime $(FUZZTIME) ./agent/
 	$(GO) test -run '^$$' -fuzz FuzzPeerStatus -fuzztime $(FUZZTIME) ./agent/
 
-deps: mariadb node-packages kube-bin
+deps: mariadb node-packages kube-bin promtool
 
 ## mariadb: Debian's mariadb-server, and mariadb-backup (mariabackup and
 ## mbstream, for agentctl reinit), installed only when missing.
@@ -112,6 +112,20 @@ node-packages:
 		echo "installing $$missing with apt-get"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
+
+## promtool: Prometheus' rule checker, for the alert rules' unit tests
+## (deploy/alerts_test.go). The binary alone, taken from Debian's
+## prometheus package into bin/: the package itself is not installed (it
+## would start a Prometheus server).
+export PROMTOOL := $(CURDIR)/bin/promtool
+promtool: $(PROMTOOL)
+
+$(PROMTOOL):
+	@echo "extracting promtool from Debian's prometheus package into bin/"
+	@rm -rf bin/.promtool && mkdir -p bin/.promtool && cd bin/.promtool && \
+		{ apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus >/dev/null; }; } && \
+		dpkg-deb -x prometheus_*.deb root && mv root/usr/bin/promtool $(PROMTOOL)
+	@rm -rf bin/.promtool
 
 ## kube-bin: the control plane (kube-apiserver, kube-controller-manager,
 ## kube-scheduler) and the node (kubelet, kube-proxy), built from

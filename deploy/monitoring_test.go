@@ -104,7 +104,7 @@ func rulesOf(t *testing.T, b *built) []promRule {
 
 // TestPodMonitorScrapesTheAgents: the PodMonitor selects the StatefulSet's
 // pods and scrapes the agent's named port, and the job label it sets is
-// the one the agent-down alert expects.
+// the one the agent-down alerts expect.
 func TestPodMonitorScrapesTheAgents(t *testing.T) {
 	mon := kustomizeBuild(t, monitoringDir)
 	pm := specOf[podMonitorSpec](t, customObject(t, mon, "PodMonitor"))
@@ -133,14 +133,14 @@ func TestPodMonitorScrapesTheAgents(t *testing.T) {
 	if job == "" {
 		t.Fatalf("jobLabel %q is not a pod label", pm.JobLabel)
 	}
-	var down *promRule
+	exprs := map[string]string{}
 	for _, r := range rulesOf(t, mon) {
-		if r.Alert == "MySQLHAAgentDown" {
-			down = &r
-		}
+		exprs[r.Alert] = r.Expr
 	}
-	if down == nil || !strings.Contains(down.Expr, `job="`+job+`"`) {
-		t.Errorf("MySQLHAAgentDown %+v does not select job=%q", down, job)
+	for _, alert := range []string{"MySQLHAAgentDown", "MySQLHAAgentsAbsent"} {
+		if !strings.Contains(exprs[alert], `job="`+job+`"`) {
+			t.Errorf("%s %q does not select job=%q", alert, exprs[alert], job)
+		}
 	}
 }
 
@@ -152,14 +152,27 @@ func TestAlertRules(t *testing.T) {
 	series := agentSeries(t)
 	// Each required alert and a metric its expression must use.
 	required := map[string]string{
-		"MySQLHANoLeader":          "mysqlha_is_leader",
-		"MySQLHAMultiplePrimaries": "mysqlha_role",
-		"MySQLHAReplicationLag":    "mysqlha_replication_lag_seconds",
-		"MySQLHAMemberWithoutRole": "mysqlha_role",
-		"MySQLHARepeatedFailovers": "mysqlha_failovers_total",
-		"MySQLHAFencing":           "mysqlha_fencing_actions_total",
-		"MySQLHADuplicateIdentity": "mysqlha_duplicate_identity",
-		"MySQLHADCSErrors":         "mysqlha_dcs_errors_total",
+		"MySQLHAMultipleWritable":    "mysqlha_mysql_read_only",
+		"MySQLHAMultiplePrimaries":   "mysqlha_role",
+		"MySQLHANoWritable":          "mysqlha_mysql_read_only",
+		"MySQLHANoLeader":            "mysqlha_is_leader",
+		"MySQLHAMySQLDown":           "mysqlha_mysql_up",
+		"MySQLHAErrantMember":        "mysqlha_errant",
+		"MySQLHAMemberWithoutRole":   "mysqlha_role",
+		"MySQLHANoFailoverCandidate": "mysqlha_failover_candidate",
+		"MySQLHADuplicateIdentity":   "mysqlha_duplicate_identity",
+		"MySQLHAReplicationBroken":   "mysqlha_replication_sql_running",
+		"MySQLHAReplicationLag":      "mysqlha_maximum_lag_on_failover_seconds",
+		"MySQLHASemiSyncStalled":     "mysqlha_semi_sync_stalled",
+		"MySQLHAPausedTooLong":       "mysqlha_paused",
+		"MySQLHAFailsafeActive":      "mysqlha_failsafe_active",
+		"MySQLHADCSUnreachable":      "mysqlha_ttl_seconds",
+		"MySQLHADCSErrors":           "mysqlha_dcs_errors_total",
+		"MySQLHALockRenewFailures":   "mysqlha_lock_renew_failures_total",
+		"MySQLHARepeatedFailovers":   "mysqlha_failovers_total",
+		"MySQLHAFencing":             "mysqlha_fencing_actions_total",
+		"MySQLHARebuildNeeded":       "mysqlha_rebuild_needed",
+		"MySQLHARebuildTooLong":      "mysqlha_rebuilding",
 	}
 	seen := map[string]bool{}
 	for _, r := range rules {
