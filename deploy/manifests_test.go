@@ -668,7 +668,7 @@ func TestBaseHasNoSecret(t *testing.T) {
 	}
 }
 
-var helpFlag = regexp.MustCompile(`(?m)^\s+-([a-z][a-z0-9-]*)`)
+var helpFlag = regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z][a-z0-9-]*)`)
 
 // checkAgentFlags: every flag the manifest passes is one the agent's
 // --help lists (the agent refuses to start on an unknown flag).

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"k8s.io/klog/v2"
 
@@ -49,11 +51,25 @@ func main() {
 		// of a core (BenchmarkIdleAgent).
 		debug.SetGCPercent(50)
 	}
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "mysqlha-agent:", err)
+		var usage usageError
+		if errors.As(err, &usage) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
+
+// usageError is a command line that does not parse: exit code 2, and a
+// pointer to --help rather than the whole flag list.
+type usageError struct{ err error }
+
+func (e usageError) Error() string {
+	return e.err.Error() + " (mysqlha-agent --help lists the flags)"
+}
+
+func (e usageError) Unwrap() error { return e.err }
 
 func env(key, fallback string) string {
 	if v := os.Getenv(key); v != "" {
@@ -76,6 +92,7 @@ type options struct {
 	replTLSFiles              mysqlctl.SourceTLS
 	kubeconfig                string
 	localAddr, user, pwFile   string
+	version                   bool
 	datadir                   string
 	replPwFile                string
 	logLevel, semiSync        string
@@ -87,8 +104,8 @@ type options struct {
 // defineFlags defines every flag of the agent on a new flag set, bound to o
 // and, for the bootstrap cluster config, to b. The README's flag reference
 // is rendered from it (TestREADMEFlags).
-func defineFlags(o *options, b *dcs.Config) *flag.FlagSet {
-	fs := flag.NewFlagSet("mysqlha-agent", flag.ContinueOnError)
+func defineFlags(o *options, b *dcs.Config) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("mysqlha-agent", pflag.ContinueOnError)
 	podIP := env("POD_IP", "127.0.0.1")
 	fs.StringVar(&o.cfg.Cluster, "cluster", env("MYSQLHA_CLUSTER", ""), "cluster name (env MYSQLHA_CLUSTER)")
 	fs.StringVar(&o.cfg.Name, "name", env("POD_NAME", ""), "this member's name, the pod name (env POD_NAME)")
@@ -96,10 +113,13 @@ func defineFlags(o *options, b *dcs.Config) *flag.FlagSet {
 	fs.StringVar(&o.dcsKind, "dcs", env("MYSQLHA_DCS", "kubernetes"), "DCS backend: kubernetes or etcd (env MYSQLHA_DCS)")
 	fs.StringVar(&o.etcdEndpoints, "etcd-endpoints", env("MYSQLHA_ETCD_ENDPOINTS", ""), "comma-separated etcd endpoints (env MYSQLHA_ETCD_ENDPOINTS)")
 	fs.StringVar(&o.etcdPrefix, "etcd-prefix", dcsetcd.DefaultPrefix, "etcd key prefix")
-	o.etcd.RegisterFlags(fs)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig file; in-cluster config when empty")
+	// Defined once for both binaries, on a Go flag set (dcs/connect).
+	etcdFlags := flag.NewFlagSet("etcd", flag.ContinueOnError)
+	o.etcd.RegisterFlags(etcdFlags)
+	fs.AddGoFlagSet(etcdFlags)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig file; in-cluster config when empty (env KUBECONFIG)")
 	fs.StringVar(&o.localAddr, "mysql-local-addr", "127.0.0.1:3306", "where the agent reaches its own mysqld (host:port or socket path)")
-	fs.StringVar(&o.cfg.MySQLAddr, "advertise-mysql-addr", env("MYSQLHA_ADVERTISE_MYSQL_ADDR", net.JoinHostPort(podIP, "3306")), "host:port where peers and replicas reach this mysqld")
+	fs.StringVar(&o.cfg.MySQLAddr, "advertise-mysql-addr", env("MYSQLHA_ADVERTISE_MYSQL_ADDR", net.JoinHostPort(podIP, "3306")), "host:port where peers and replicas reach this mysqld (env MYSQLHA_ADVERTISE_MYSQL_ADDR; the default's address is env POD_IP)")
 	fs.StringVar(&o.datadir, "mysql-datadir", "", "the local mysqld's data directory as this agent sees it (mounted); enables agentctl reinit on this member, as target and as donor (MariaDB: needs mariabackup and mbstream)")
 	fs.StringVar(&o.user, "mysql-user", "mysqlha", "the agent's MySQL user")
 	fs.StringVar(&o.pwFile, "mysql-password-file", "", "file holding the agent user's password")
@@ -119,7 +139,7 @@ func defineFlags(o *options, b *dcs.Config) *flag.FlagSet {
 	fs.StringVar(&o.apiTLS.CA, "api-tls-ca", "", "CA that verifies peers' API certificates, and the client certificate POST /failsafe requires")
 	fs.StringVar(&o.apiTokenFile, "api-token-file", env("MYSQLHA_API_TOKEN_FILE", ""), "file holding the cluster's API token, the same for every member (a Secret): peers send it, and every endpoint but the health checks requires it (env MYSQLHA_API_TOKEN_FILE)")
 	fs.BoolVar(&o.apiInsecure, "api-insecure", false, "serve the HTTP API, backups included, to anyone: only for a test on one machine")
-	fs.StringVar(&o.cfg.APIURL, "advertise-api-url", env("MYSQLHA_ADVERTISE_API_URL", "http://"+net.JoinHostPort(podIP, "8008")), "URL where peers reach this agent's API")
+	fs.StringVar(&o.cfg.APIURL, "advertise-api-url", env("MYSQLHA_ADVERTISE_API_URL", "http://"+net.JoinHostPort(podIP, "8008")), "URL where peers reach this agent's API (env MYSQLHA_ADVERTISE_API_URL; the default's address is env POD_IP)")
 	fs.BoolVar(&o.cfg.NoFailover, "nofailover", false, "never become leader")
 	fs.IntVar(&o.cfg.FailoverPriority, "failover-priority", 0, "ranks equally up-to-date candidates; higher wins; among equal priorities, the one with the fewest received transactions left to apply")
 	fs.DurationVar(&o.cfg.SemiSyncTimeout, "semi-sync-timeout", 10*time.Second, "how long the primary waits for an acknowledgement (semi-sync mode on)")
@@ -136,6 +156,7 @@ func defineFlags(o *options, b *dcs.Config) *flag.FlagSet {
 	fs.BoolVar(&o.labelPods, "label-pods", true, "with --dcs=kubernetes: label pods by role and record Events")
 	fs.BoolVar(&o.killHung, "kill-hung-mysqld", true, "kill the local mysqld when it hangs for ttl while this member leads, so that another can take over "+
 		"(needs its process in view: the same host, or a pod with shareProcessNamespace: true)")
+	fs.BoolVar(&o.version, "version", false, "print the agent's version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: mysqlha-agent [flags]
 
@@ -157,10 +178,7 @@ Flags:
 }
 
 // finish checks the parsed flags and derives the agent's config from them.
-func (o *options) finish(fs *flag.FlagSet, b dcs.Config) (*options, error) {
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q; all settings are flags", fs.Args())
-	}
+func (o *options) finish(fs *pflag.FlagSet, b dcs.Config) (*options, error) {
 	mode, err := dcs.ParseSemiSyncMode(o.semiSync)
 	if err != nil {
 		return nil, fmt.Errorf("--semi-sync: %w", err)
@@ -171,8 +189,7 @@ func (o *options) finish(fs *flag.FlagSet, b dcs.Config) (*options, error) {
 	}
 	o.cfg.Bootstrap = b
 	if o.apiTLS.Enabled() && strings.HasPrefix(o.cfg.APIURL, "http://") {
-		explicit := false
-		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "advertise-api-url" })
+		explicit := fs.Changed("advertise-api-url")
 		if explicit || os.Getenv("MYSQLHA_ADVERTISE_API_URL") != "" {
 			return nil, fmt.Errorf("--advertise-api-url %s: the API serves TLS (--api-tls-cert): use https://", o.cfg.APIURL)
 		}
@@ -229,15 +246,25 @@ func (o *options) checkPasswordFile() error {
 	return f.Close()
 }
 
-func run(args []string) error {
+// run runs the agent with the command line args; --help and --version
+// print to stdout.
+func run(args []string, stdout io.Writer) error {
 	o := &options{}
 	b := dcs.DefaultConfig()
 	fs := defineFlags(o, &b)
+	fs.SetOutput(stdout) // only --help prints: parse errors are returned
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return nil
 		}
-		return err
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q; all settings are flags", fs.Args())}
+	}
+	if o.version {
+		fmt.Fprintln(stdout, "mysqlha-agent", version.Get())
+		return nil
 	}
 	log, logErr := newLogger(o.logLevel)
 	if logErr != nil {

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/testenv/readmetest"
@@ -23,10 +24,10 @@ func TestREADMEFlags(t *testing.T) {
 	readmetest.Section(t, "agent-flags", flagTable(defineFlags(&options{}, &b)))
 }
 
-func flagTable(fs *flag.FlagSet) string {
+func flagTable(fs *pflag.FlagSet) string {
 	var sb strings.Builder
 	sb.WriteString("| flag | default | meaning |\n|---|---|---|\n")
-	fs.VisitAll(func(f *flag.Flag) {
+	fs.VisitAll(func(f *pflag.Flag) {
 		def := f.DefValue
 		if def != "" {
 			def = "`" + def + "`"

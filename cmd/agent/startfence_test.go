@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,7 @@ func TestStartupFailureLeavesMySQLFenced(t *testing.T) {
 		"--mysql-local-addr=" + s.Addr(), "--mysql-user=" + mysqltest.AgentUser,
 		"--mysql-password-file=" + s.PasswordFile(t, mysqltest.AgentPassword),
 		"--listen=127.0.0.1:0", "--log-level=error", "--api-insecure",
-	})
+	}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "missing-ca.pem") {
 		t.Fatalf("run with a missing etcd CA file: %v, want an error naming it", err)
 	}
@@ -51,7 +52,7 @@ func TestStartupFenceToleratesDownMySQL(t *testing.T) {
 		"--etcd-cacert=" + filepath.Join(t.TempDir(), "missing-ca.pem"),
 		"--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error", "--api-insecure",
 		"--mysql-password-file=" + writeFile(t, "agent-password", "pw"),
-	})
+	}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "missing-ca.pem") {
 		t.Fatalf("run with mysqld down: %v, want the DCS error, not a fencing one", err)
 	}
@@ -62,11 +63,11 @@ func TestStartupFenceToleratesDownMySQL(t *testing.T) {
 func TestStartupNeedsAPIAuthentication(t *testing.T) {
 	base := []string{"--cluster=c", "--name=db1", "--dcs=etcd", "--etcd-endpoints=http://127.0.0.1:1",
 		"--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error"}
-	if err := run(base); !errors.Is(err, apiauth.ErrNoAuth) {
+	if err := run(base, io.Discard); !errors.Is(err, apiauth.ErrNoAuth) {
 		t.Errorf("no token, no client CA: %v, want ErrNoAuth", err)
 	}
 	missing := filepath.Join(t.TempDir(), "api-token")
-	if err := run(append(base, "--api-token-file="+missing)); err == nil || !strings.Contains(err.Error(), missing) {
+	if err := run(append(base, "--api-token-file="+missing), io.Discard); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing token file: %v, want an error naming %s", err, missing)
 	}
 }
@@ -76,11 +77,11 @@ func TestStartupNeedsAPIAuthentication(t *testing.T) {
 func TestStartupNeedsAReadablePasswordFile(t *testing.T) {
 	base := []string{"--cluster=c", "--name=db1", "--dcs=etcd", "--etcd-endpoints=http://127.0.0.1:1",
 		"--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error", "--api-insecure"}
-	if err := run(base); err == nil || !strings.Contains(err.Error(), "--mysql-password-file is required") {
+	if err := run(base, io.Discard); err == nil || !strings.Contains(err.Error(), "--mysql-password-file is required") {
 		t.Errorf("no password file: %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "agent-password")
-	if err := run(append(base, "--mysql-password-file="+missing)); err == nil || !strings.Contains(err.Error(), missing) {
+	if err := run(append(base, "--mysql-password-file="+missing), io.Discard); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing password file: %v, want an error naming %s", err, missing)
 	}
 }

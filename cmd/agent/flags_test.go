@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mysqlha/mysqlha/internal/version"
+)
+
+// A mistyped or malformed flag is a short usage error (exit code 2) that
+// names the flag and points at --help, never the whole flag list.
+func TestBadFlagsAreShortUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--clustr=demo"}, "unknown flag: --clustr"},
+		{[]string{"--ttl=five"}, `invalid argument "five" for "--ttl"`},
+		{[]string{"--nofailover=maybe"}, `"--nofailover"`},
+		{[]string{"--cluster"}, "flag needs an argument: --cluster"},
+		{[]string{"--cluster=demo", "extra"}, `unexpected arguments ["extra"]`},
+	} {
+		var out bytes.Buffer
+		err := run(c.args, &out)
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "--help") {
+			t.Errorf("%q: %v, want a usage error containing %q and pointing at --help", c.args, err, c.want)
+		}
+		if out.Len() > 0 {
+			t.Errorf("%q printed %d bytes (the usage?); a bad flag needs one line:\n%s", c.args, out.Len(), out.String())
+		}
+	}
+}
+
+func TestVersionAndHelpPrintToStdout(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"--version"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "mysqlha-agent "+version.Get()+"\n"; got != want {
+		t.Errorf("--version printed %q, want %q", got, want)
+	}
+	out.Reset()
+	if err := run([]string{"--help"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Usage: mysqlha-agent [flags]", "--ttl duration", "--etcd-cacert", "--version"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// Every environment variable the agent reads is named in the README's
+// agent section: the flags it stands in for say "(env NAME)".
+func TestEveryEnvironmentVariableIsDocumented(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "main.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		var name string
+		switch fn := call.Fun.(type) {
+		case *ast.Ident:
+			name = fn.Name
+		case *ast.SelectorExpr:
+			name = fn.Sel.Name
+		}
+		if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING && (name == "env" || name == "Getenv") {
+			v, _ := strconv.Unquote(lit.Value)
+			read[v] = true
+		}
+		return true
+	})
+	if len(read) < 5 {
+		t.Fatalf("found only %v: the search is broken", read)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := regexp.MustCompile("(?s)## The agent \\(`mysqlha-agent`\\).*?\n## ").Find(readme)
+	if section == nil {
+		t.Fatal("README has no section \"## The agent (`mysqlha-agent`)\"")
+	}
+	for v := range read {
+		if !bytes.Contains(section, []byte("`"+v+"`")) && !bytes.Contains(section, []byte("env "+v)) {
+			t.Errorf("the agent reads $%s, and the README's agent section does not name it", v)
+		}
+	}
+}
