@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
 )
 
 // seriesOf gathers c alone: the value of each of its series, by the value
@@ -253,8 +254,13 @@ func TestLoopMetricsPausedAndUnlocked(t *testing.T) {
 		wantGauge(t, n+" cluster_unlocked", h.agents[n].metrics.clusterUnlocked.vec, 0)
 	}
 	h.setPaused(true)
+	cl, _ := h.agents["db1"].store.Cluster(h.ctx)
 	for _, n := range h.names {
 		wantGauge(t, n+" in a paused cluster: paused", h.agents[n].metrics.Paused, 1)
+		// agentctl pause --wait reads that the agent has seen it.
+		if m, _ := cl.Member(n); m.Tags[failover.TagPaused] == "" {
+			t.Errorf("%s's record lacks the %s tag in a paused cluster: %v", n, failover.TagPaused, m.Tags)
+		}
 	}
 	// Paused, nobody takes the lock once it is gone.
 	h.srv.ExpireLeader()

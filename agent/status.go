@@ -232,6 +232,9 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	if ss := st.SemiSync; ss != nil && ss.Stalled != "" && a.role == dcs.RolePrimary {
 		m.Tags[failover.TagStalled] = "no replica acknowledges"
 	}
+	if a.clusterConfig.Paused {
+		m.Tags[failover.TagPaused] = "yes"
+	}
 	if a.stopping {
 		m.Tags[failover.TagStopped] = "agent stopped at " + a.clock.Now().UTC().Format(time.RFC3339)
 	}

@@ -200,6 +200,11 @@ type SwitchoverOptions struct {
 	Force    bool
 	Wait     bool
 	Timeout  time.Duration
+	// At schedules the hand-over: the leader starts it at that time, not
+	// before; zero is now.
+	At time.Time
+	// Cancel withdraws the pending request instead of making one.
+	Cancel bool
 }
 
 // unknownMember is the failure for a member name without a record,
@@ -242,12 +247,19 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 	if cl.Leader == nil || cl.Leader.Expired || cl.Leader.Err != nil {
 		return fail(ExitNoLeader, "the cluster has no healthy leader to switch over from; use `agentctl failover --to MEMBER`")
 	}
+	if o.Cancel {
+		return c.cancelSwitchover(ctx, cl)
+	}
 	leader := cl.Leader.Holder
 	if cl.Config.Paused {
 		return fail(ExitRejected, "the cluster is paused; run `agentctl resume` first")
 	}
 	if cl.Switchover != nil {
-		return fail(ExitPending, "a switchover is already pending (to %q); wait for it, or it expires when the leader rejects it", cl.Switchover.To)
+		return fail(ExitPending, "a switchover is already pending (%s); wait for it, or withdraw it with `agentctl switchover --cancel`",
+			describeRequest(cl.Switchover))
+	}
+	if !o.At.IsZero() && !o.At.After(time.Now()) {
+		return fail(ExitUsage, "--at %s is in the past", o.At.Format(time.RFC3339))
 	}
 	if o.To == leader {
 		return fail(ExitRejected, "%s is already the leader", o.To)
@@ -265,8 +277,12 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 	if target == "" {
 		target = "the best replica"
 	}
+	when := ""
+	if !o.At.IsZero() {
+		when = " at " + o.At.Format(time.RFC3339)
+	}
 	if !o.Force {
-		fmt.Fprintf(c.errOut(), "Plan: %s stops writes, waits until %s has every transaction, then hands it the lock.\n", leader, target)
+		fmt.Fprintf(c.errOut(), "Plan: %s%s stops writes, waits until %s has every transaction, then hands it the lock.\n", leader, when, target)
 		if o.AllowLag {
 			fmt.Fprintf(c.errOut(), "With --allow-lag, writes may stay stopped for up to maximum_lag_on_failover while %s catches up.\n", target)
 		}
@@ -276,21 +292,65 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 	}
 	wctx, wcancel := c.bounded(ctx)
 	defer wcancel()
-	if err := c.Store.RequestSwitchover(wctx, dcs.Switchover{From: leader, To: o.To, Force: o.AllowLag}); err != nil {
+	if err := c.Store.RequestSwitchover(wctx, dcs.Switchover{From: leader, To: o.To, Force: o.AllowLag, ScheduledAt: o.At}); err != nil {
 		if errors.Is(err, dcs.ErrExists) {
 			return fail(ExitPending, "a switchover is already pending")
 		}
 		return fmt.Errorf("writing the switchover request: %w", err)
 	}
-	c.say("Switchover requested: %s -> %s\n", leader, target)
-	r := Result{Command: "switchover", From: leader, To: o.To, Message: "switchover requested"}
+	c.say("Switchover requested: %s -> %s%s\n", leader, target, when)
+	r := Result{Command: "switchover", From: leader, To: o.To, Message: "switchover requested" + when}
 	if o.Wait {
-		if r.Primary, err = c.waitNewPrimary(ctx, leader, o.To, o.Timeout, len(cl.History)); err != nil {
+		// The wait's bound starts when the leader may act.
+		timeout := o.Timeout + time.Until(o.At).Round(time.Second)
+		if o.At.IsZero() {
+			timeout = o.Timeout
+		}
+		if r.Primary, err = c.waitNewPrimary(ctx, leader, o.To, timeout, len(cl.History)); err != nil {
 			return err
 		}
 		r.Message = r.Primary + " is the primary and accepts writes"
 	}
 	return c.finish(r)
+}
+
+// cancelSwitchover withdraws the pending switchover or failover request. A
+// hand-over the leader has already begun is not undone: it finishes or
+// fails as it would have.
+func (c *CLI) cancelSwitchover(ctx context.Context, cl *dcs.Cluster) error {
+	sw := cl.Switchover
+	if sw == nil {
+		return fail(ExitRejected, "no switchover or failover is pending; nothing to cancel")
+	}
+	wctx, wcancel := c.bounded(ctx)
+	defer wcancel()
+	if err := c.Store.ClearSwitchover(wctx, sw.Version); err != nil {
+		switch {
+		case errors.Is(err, dcs.ErrConflict):
+			return fail(ExitRejected, "the pending request changed meanwhile (replaced); see `agentctl status`")
+		case errors.Is(err, dcs.ErrNotFound):
+			return fail(ExitRejected, "the request is gone already (carried out, or refused by the leader); see `agentctl history`")
+		}
+		return fmt.Errorf("withdrawing the switchover request: %w", err)
+	}
+	c.say("Cancelled the pending switchover (%s).\n", describeRequest(sw))
+	return c.finish(Result{Command: "switchover", From: sw.From, To: sw.To, Message: "switchover cancelled"})
+}
+
+// describeRequest says what a pending switchover or failover request asks.
+func describeRequest(sw *dcs.Switchover) string {
+	to := sw.To
+	if to == "" {
+		to = "the best replica"
+	}
+	s := "to " + to
+	if sw.From != "" {
+		s = "from " + sw.From + " " + s
+	}
+	if !sw.ScheduledAt.IsZero() {
+		s += ", scheduled at " + sw.ScheduledAt.Format(time.RFC3339)
+	}
+	return s
 }
 
 // waitNewPrimary waits until a member other than old (or exactly want) holds
@@ -435,6 +495,11 @@ func (c *CLI) SetPaused(ctx context.Context, paused, wait bool, timeout time.Dur
 	if paused {
 		r.Command, r.Message = "pause", "no automatic failover or demotion until resume"
 		c.say("Paused: no automatic failover or demotion until `agentctl resume`.\n")
+		if wait {
+			if err := c.waitAgentsPaused(ctx, timeout); err != nil {
+				return err
+			}
+		}
 		return c.finish(r)
 	}
 	c.say("Resumed: automatic failover is on.\n")
@@ -445,6 +510,44 @@ func (c *CLI) SetPaused(ctx context.Context, paused, wait bool, timeout time.Dur
 		}
 	}
 	return c.finish(r)
+}
+
+// waitAgentsPaused waits until every member whose agent runs says, by its
+// record, that it has seen the pause: from then on none fails over or
+// demotes. A member whose record is stale or whose agent stopped is not
+// waited for, and is named.
+func (c *CLI) waitAgentsPaused(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	for {
+		var waiting, skipped []string
+		cl, err := c.Store.Cluster(ctx)
+		if err == nil {
+			for _, m := range cl.Members {
+				switch {
+				case m.Stale || m.Tags[failover.TagStopped] != "":
+					skipped = append(skipped, m.Name)
+				case m.Tags[failover.TagPaused] == "":
+					waiting = append(waiting, m.Name)
+				}
+			}
+			if len(waiting) == 0 {
+				c.say("Every running agent has seen the pause (after %s).\n", time.Since(start).Round(time.Millisecond))
+				if len(skipped) > 0 {
+					c.say("Not running, so not waited for: %s; they read the pause when they start.\n", strings.Join(skipped, ", "))
+				}
+				return nil
+			}
+		}
+		if !c.waitChange(ctx) {
+			if len(waiting) == 0 {
+				return fail(ExitTimeout, "timed out after %s reading the cluster: %v", timeout, err)
+			}
+			return fail(ExitTimeout, "timed out after %s: the agents of %s have not shown the pause "+
+				"(agents older than pause --wait never do; see `agentctl version`)", timeout, strings.Join(waiting, ", "))
+		}
+	}
 }
 
 // HistoryRow is one entry of `agentctl history`, also as JSON or YAML: the

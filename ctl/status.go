@@ -174,11 +174,7 @@ func (v StatusView) WriteTable(w io.Writer) {
 	}
 	pending := "none"
 	if sw := v.Switchover; sw != nil {
-		to := sw.To
-		if to == "" {
-			to = "best replica"
-		}
-		pending = fmt.Sprintf("to %s, requested %s", to, sw.RequestedAt.Format(time.RFC3339))
+		pending = fmt.Sprintf("%s, requested %s", describeRequest(sw), sw.RequestedAt.Format(time.RFC3339))
 	}
 	fmt.Fprintf(w, "Paused: %s   Pending switchover: %s\n", paused, pending)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

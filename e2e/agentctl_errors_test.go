@@ -55,19 +55,19 @@ func TestAgentctlErrors(t *testing.T) {
 		expectExit(t, r, 0)
 		for _, want := range []string{"Usage: agentctl", "Examples:", "agentctl --cluster=demo switchover --to=demo-2 --wait",
 			"Exit codes: 0 ok, 1 error, 2 usage, 3 unknown member, 4 unhealthy target, 5 no leader,"} {
-			if !strings.Contains(r.Stderr, want) {
-				t.Errorf("agentctl --help lacks %q:\n%s", want, r)
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("agentctl --help lacks %q on stdout:\n%s", want, r)
 			}
 		}
 		for _, cmd := range []string{"status", "switchover", "failover", "pause", "resume", "history"} {
 			example := "Example:\n  agentctl --cluster=demo " + cmd
 			r := runAgentctl(t, append(c.ctlArgs(), cmd, "--help")...)
-			if r.Code != 0 || !strings.Contains(r.Stderr, example) || !strings.Contains(r.Stderr, "Flags:") {
+			if r.Code != 0 || !strings.Contains(r.Stdout, example) || !strings.Contains(r.Stdout, "Flags:") {
 				t.Errorf("agentctl %s --help: want exit 0, an example (%q) and the flags, got:\n%s", cmd, example, r)
 			}
 			// The way an operator first asks: no global flags at all.
 			r = runAgentctl(t, cmd, "--help")
-			if r.Code != 0 || !strings.Contains(r.Stderr, example) {
+			if r.Code != 0 || !strings.Contains(r.Stdout, example) {
 				knownBug(t, "KB-CTL2", "`agentctl %s --help` without --cluster does not show the command's help:\n%s", cmd, r)
 			}
 		}

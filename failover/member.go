@@ -97,6 +97,9 @@ const (
 	// (SIGTERM): no agent acts for the member until a new one starts, and
 	// that one need not wait the record out as a duplicate's.
 	TagStopped = "stopped"
+	// TagPaused is set while the agent runs under a paused cluster config:
+	// it has seen the pause and acts on it (agentctl pause --wait).
+	TagPaused = "paused"
 )
 
 // FromRecord is what a member's DCS record alone says of it: fresh unless

@@ -15,6 +15,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
+	"github.com/spf13/cobra"
+
 	"github.com/mysqlha/mysqlha/ctl"
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/connect"
@@ -70,7 +72,7 @@ func (f *fixture) open(s connect.Settings) (*connect.Conn, error) {
 	f.mu.Lock()
 	f.opened = append(f.opened, s)
 	f.mu.Unlock()
-	if s.Cluster == ghost {
+	if s.Cluster == ghost || s.Cluster == listingCluster {
 		return f.openGhost()
 	}
 	if s.Cluster != "demo" {
@@ -499,16 +501,19 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{args(etcd, []string{"--timeout=soon", "status"}), `invalid value "soon" for flag --timeout`},
 		{[]string{"--dcs=zookeeper", "--cluster=demo", "status"}, `--dcs "zookeeper"`},
 		{args(etcd, []string{"--cluster=demo", "failover", "--force"}), "failover needs --to"},
-		{args(etcd, []string{"--cluster=demo", "pause", "--wait"}), "flag provided but not defined: -wait"},
+		{args(etcd, []string{"--cluster=demo", "pause", "--to=db2"}), "flag provided but not defined: -to"},
+		{args(etcd, []string{"--cluster=demo", "switchover", "--at=tomorrow"}), `--at "tomorrow": give a time (RFC 3339`},
+		{args(etcd, []string{"--cluster=demo", "switchover", "--at=-5m"}), `--at "-5m"`},
+		{args(etcd, []string{"--cluster=demo", "switchover", "--at=90m", "--cancel"}), "--at and --cancel do not go together"},
 	}
 	for _, tc := range cases {
 		wantCode(t, f.run(tc.args...), ctl.ExitUsage, tc.want)
 	}
-	// Help is not an error, and goes to stderr.
+	// Help is not an error, and goes to stdout.
 	for _, a := range [][]string{{"--help"}, {"status", "--help"}, {"help", "status"}} {
 		r := f.run(a...)
 		wantCode(t, r, 0)
-		if r.stdout != "" || !strings.Contains(r.stderr, "Usage: agentctl") {
+		if r.stderr != "" || !strings.Contains(r.stdout, "Usage: agentctl") {
 			t.Errorf("%v: stdout %q, stderr %q", a, r.stdout, r.stderr)
 		}
 	}
@@ -521,8 +526,41 @@ func TestPluginName(t *testing.T) {
 	for _, a := range [][]string{{"--help"}, {"switchover", "--help"}} {
 		r := f.runWith(runOpts{name: Plugin}, a...)
 		wantCode(t, r, 0)
-		if !strings.Contains(r.stderr, "Usage: kubectl mysqlha") || !strings.Contains(r.stderr, "  kubectl mysqlha --cluster=demo") {
-			t.Errorf("%v as the plugin:\n%s", a, r.stderr)
+		if !strings.Contains(r.stdout, "Usage: kubectl mysqlha") || !strings.Contains(r.stdout, "  kubectl mysqlha --cluster=demo") {
+			t.Errorf("%v as the plugin:\n%s", a, r.stdout)
+		}
+	}
+}
+
+// Shell completion offers the DCS's clusters, then the cluster's members,
+// for arguments and for --to and --from; never file names.
+func TestCompletionOfClustersAndMembers(t *testing.T) {
+	f := newFixture(t)
+	complete := func(words ...string) []string {
+		t.Helper()
+		r := f.run(append([]string{cobra.ShellCompRequestCmd}, args(etcd, words)...)...)
+		wantCode(t, r, 0)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if last := lines[len(lines)-1]; last != ":4" { // ShellCompDirectiveNoFileComp
+			t.Errorf("%q: directive %q, want :4 (no file names)", words, last)
+		}
+		return lines[:len(lines)-1]
+	}
+	for _, c := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"status", ""}, "demo"},
+		{[]string{"describe", ""}, "demo"},
+		{[]string{"describe", "demo", ""}, "db1,db2,db3"},
+		{[]string{"describe", "demo", "db"}, "db1,db2,db3"},
+		{[]string{"--cluster=demo", "describe", "db2"}, "db2"},
+		{[]string{"switchover", "demo", "--to", ""}, "db1,db2,db3"},
+		{[]string{"--cluster=demo", "reinit", "db3", "--from", "db"}, "db1,db2,db3"},
+		{[]string{"status", "demo", ""}, ""},
+	} {
+		if got := strings.Join(complete(c.words...), ","); got != c.want {
+			t.Errorf("completing %q: %q, want %q", c.words, got, c.want)
 		}
 	}
 }

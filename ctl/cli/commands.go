@@ -41,7 +41,7 @@ func (w *waitFlags) addFor(cmd *cobra.Command, withWait bool, timeout time.Durat
 func (a *app) command(use, short, example string, shape argShape, run func(context.Context, *ctl.CLI, []string) error) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Example: a.examples(example),
-		Args: cobra.ArbitraryArgs,
+		Args: cobra.ArbitraryArgs, ValidArgsFunction: a.completeArgs(shape),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rest, err := a.takeCluster(cmd, args, shape)
 			if err != nil {
@@ -83,13 +83,29 @@ func (a *app) statusCommand() *cobra.Command {
 func (a *app) switchoverCommand() *cobra.Command {
 	var o ctl.SwitchoverOptions
 	var w waitFlags
+	var at string
 	cmd := a.command("switchover [CLUSTER]", "planned, lossless hand-over to another member",
-		"agentctl --cluster=demo switchover [--to=MEMBER] [--allow-lag] [--force] [--wait]\nagentctl switchover demo --to demo-1", clusterOnly,
+		"agentctl --cluster=demo switchover [--to=MEMBER] [--at=TIME] [--allow-lag] [--force] [--wait]\n"+
+			"agentctl switchover demo --to demo-1\nagentctl switchover demo --at=2026-12-07T03:00:00Z --force\n"+
+			"agentctl switchover demo --cancel", clusterOnly,
 		func(ctx context.Context, c *ctl.CLI, _ []string) error {
 			o.Wait, o.Timeout = w.wait, w.timeout
+			if at != "" {
+				if o.Cancel {
+					return usageErr("--at and --cancel do not go together")
+				}
+				t, err := parseAt(at, time.Now())
+				if err != nil {
+					return err
+				}
+				o.At = t
+			}
 			return c.Switchover(ctx, o)
 		})
 	cmd.Flags().StringVar(&o.To, "to", "", "target member (default: the best replica)")
+	cmd.RegisterFlagCompletionFunc("to", a.completeMember)
+	cmd.Flags().StringVar(&at, "at", "", "schedule it: a time (RFC 3339, 2026-12-07T03:00:00Z) or a delay from now (90m); the leader starts it then")
+	cmd.Flags().BoolVar(&o.Cancel, "cancel", false, "withdraw the pending (or scheduled) switchover or failover request instead")
 	cmd.Flags().BoolVar(&o.AllowLag, "allow-lag", false, "hand over to a target far behind, waiting for it with writes stopped")
 	cmd.Flags().BoolVar(&o.Force, "force", false, "do not ask for confirmation")
 	w.add(cmd, true)
@@ -107,6 +123,7 @@ func (a *app) failoverCommand() *cobra.Command {
 		})
 	f := cmd.Flags()
 	f.StringVar(&o.To, "to", "", "the member to promote (required)")
+	cmd.RegisterFlagCompletionFunc("to", a.completeMember)
 	f.BoolVar(&o.AllowLag, "allow-lag", false, "allow a target beyond maximum_lag_on_failover, or one that did not acknowledge writes (semi_sync strict)")
 	f.BoolVar(&o.AllowErrant, "allow-errant", false, "allow a target with errant transactions (they become the truth)")
 	f.BoolVar(&o.Force, "force", false, "do not ask for confirmation")
@@ -115,9 +132,15 @@ func (a *app) failoverCommand() *cobra.Command {
 }
 
 func (a *app) pauseCommand() *cobra.Command {
-	return a.command("pause [CLUSTER]", "maintenance mode: no automatic failover or demotion",
-		"agentctl --cluster=demo pause", clusterOnly,
-		func(ctx context.Context, c *ctl.CLI, _ []string) error { return c.SetPaused(ctx, true, false, 0) })
+	var w waitFlags
+	cmd := a.command("pause [CLUSTER]", "maintenance mode: no automatic failover or demotion",
+		"agentctl --cluster=demo pause [--wait]", clusterOnly,
+		func(ctx context.Context, c *ctl.CLI, _ []string) error {
+			return c.SetPaused(ctx, true, w.wait, w.timeout)
+		})
+	cmd.Flags().BoolVar(&w.wait, "wait", false, "wait until every running agent has seen the pause")
+	w.addFor(cmd, false, time.Minute)
+	return cmd
 }
 
 func (a *app) resumeCommand() *cobra.Command {
@@ -202,6 +225,7 @@ func (a *app) reinitCommand() *cobra.Command {
 			return c.Reinit(ctx, o)
 		})
 	cmd.Flags().StringVar(&o.From, "from", "", "the donor (default: the streaming replica with the least lag, else the leader)")
+	cmd.RegisterFlagCompletionFunc("from", a.completeMember)
 	cmd.Flags().BoolVar(&o.Force, "force", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&o.Cancel, "cancel", false, "withdraw the pending request for MEMBER instead")
 	w.addFor(cmd, true, 10*time.Minute) // a backup's copy takes minutes per 10 GB
@@ -236,4 +260,16 @@ func (a *app) versionCommand() *cobra.Command {
 // readContext bounds a one-shot read by --timeout.
 func (a *app) readContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, a.timeout)
+}
+
+// parseAt reads switchover --at: an RFC 3339 time, or a delay from now.
+func parseAt(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(d), nil
+	}
+	return time.Time{}, usageErr("--at %q: give a time (RFC 3339, e.g. %s) or a delay from now (e.g. 90m)",
+		s, now.Add(time.Hour).UTC().Truncate(time.Minute).Format(time.RFC3339))
 }

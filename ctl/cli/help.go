@@ -48,8 +48,10 @@ func (a *app) examples(s string) string {
 
 // printHelp writes cmd's help to stderr, as agentctl always has, so that
 // stdout carries only a command's output (and completion scripts).
+// printHelp prints cmd's help on stdout, as kubectl does, so that
+// `agentctl --help | less` works; errors and prompts stay on stderr.
 func (a *app) printHelp(cmd *cobra.Command) {
-	w := a.deps.Err
+	w := a.deps.Out
 	if !cmd.HasParent() {
 		fmt.Fprintf(w, "Usage: %s COMMAND [CLUSTER] [ARGS] [flags]\n\n%s\n\nCommands:\n", a.name, cmd.Long)
 		for _, sub := range cmd.Commands() {
