@@ -61,7 +61,7 @@ func (a *app) command(use, short, example string, shape argShape, run func(conte
 func (a *app) commands() []*cobra.Command {
 	return []*cobra.Command{a.statusCommand(), a.switchoverCommand(), a.failoverCommand(),
 		a.pauseCommand(), a.resumeCommand(), a.historyCommand(), a.showConfigCommand(), a.setConfigCommand(),
-		a.editConfigCommand(), a.describeCommand(), a.removeCommand(), a.reinitCommand(), a.versionCommand()}
+		a.editConfigCommand(), a.describeCommand(), a.removeCommand(), a.reinitCommand(), a.versionCommand(), a.reportCommand()}
 }
 
 func (a *app) statusCommand() *cobra.Command {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -134,12 +135,30 @@ func (a *app) connect() (c *ctl.CLI, closeConn func(), err error) {
 	if err != nil {
 		return nil, nil, &ctl.Error{Code: ctl.ExitUnreachable, Msg: err.Error()}
 	}
+	a.conn, a.namespace = conn, s.Namespace
 	c = &ctl.CLI{Store: conn.Store, Out: a.deps.Out, Err: a.deps.Err, In: a.deps.In, Output: f,
 		Poll: pollInterval, Timeout: a.timeout, Clusters: conn.Clusters, Where: conn.Where}
 	if editor := a.env("VISUAL", a.deps.Getenv("EDITOR")); editor != "" {
 		c.Editor = ctl.ShellEditor(editor, a.deps.In, a.deps.Out, a.deps.Err)
 	}
-	return c, conn.Close, nil
+	return c, func() { closeWithin(conn.Close, closeWait) }, nil
+}
+
+// closeWait bounds how long a command waits for the DCS client to stop: a
+// request to an API server that refused the connection sleeps out
+// client-go's retry delay (a second, which no context interrupts) before
+// it ends, and the command's answer is already known.
+const closeWait = 100 * time.Millisecond
+
+// closeWithin runs stop, returning when it has returned or after d,
+// whichever is first; a stop still running ends on its own.
+func closeWithin(stop func(), d time.Duration) {
+	done := make(chan struct{})
+	go func() { defer close(done); stop() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
 }
 
 // connectForVersion is connect for `version`, which prints without a DCS:

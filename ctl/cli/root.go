@@ -103,6 +103,10 @@ type app struct {
 	timeout time.Duration
 	output  string
 	ran     bool
+	// conn and namespace are the last connection's, for the commands that
+	// read Kubernetes beyond the DCS (report).
+	conn      *connect.Conn
+	namespace string
 }
 
 func newApp(name string, d Deps) *app {

@@ -1,5 +1,6 @@
 // Package kubeclient is the agent's whole Kubernetes API surface: Leases,
-// and a Pod's labels and Events. client-go's clientset registers every
+// and a Pod's labels and Events (and, for agentctl report, pods' state and
+// logs). client-go's clientset registers every
 // API group of Kubernetes in its scheme when the program starts, and those
 // types are most of the agent's binary and of its resident memory; this
 // client registers only core/v1 and coordination.k8s.io/v1.
@@ -140,10 +141,27 @@ func (p *Pods) Patch(ctx context.Context, name string, pt types.PatchType, data 
 	return out, err
 }
 
-// Events creates core/v1 Events.
+func (p *Pods) List(ctx context.Context, o metav1.ListOptions) (*corev1.PodList, error) {
+	out := &corev1.PodList{}
+	err := p.c.Get().Namespace(p.ns).Resource("pods").VersionedParams(&o, params).Do(ctx).Into(out)
+	return out, err
+}
+
+// Log is the log of a container of pod, as `kubectl logs` reads it.
+func (p *Pods) Log(ctx context.Context, name string, o *corev1.PodLogOptions) ([]byte, error) {
+	return p.c.Get().Namespace(p.ns).Resource("pods").Name(name).SubResource("log").VersionedParams(o, params).DoRaw(ctx)
+}
+
+// Events creates and lists core/v1 Events.
 type Events struct {
 	c  rest.Interface
 	ns string
+}
+
+func (e *Events) List(ctx context.Context, o metav1.ListOptions) (*corev1.EventList, error) {
+	out := &corev1.EventList{}
+	err := e.c.Get().Namespace(e.ns).Resource("events").VersionedParams(&o, params).Do(ctx).Into(out)
+	return out, err
 }
 
 func (e *Events) Create(ctx context.Context, ev *corev1.Event, o metav1.CreateOptions) (*corev1.Event, error) {
