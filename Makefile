@@ -18,7 +18,7 @@ FUZZTIME     ?= 15s
 
 export KUBE_BIN_DIR := $(CURDIR)/$(KUBE_BIN)
 
-.PHONY: all build test unit lint staticcheck bench e2e bench-failover fuzz deps mariadb node-packages kube-bin promtool clean
+.PHONY: all build test unit lint staticcheck bench e2e bench-failover fuzz deps mariadb node-packages kube-bin promtool test-packages image clean
 
 all: build
 
@@ -92,7 +92,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzFailsafeHTTP -fuzztime $(FUZZTIME) ./agent/
 	$(GO) test -run '^$$' -fuzz FuzzPeerStatus -fuzztime $(FUZZTIME) ./agent/
 
-deps: mariadb node-packages kube-bin promtool
+deps: mariadb node-packages test-packages kube-bin promtool
 
 ## mariadb: Debian's mariadb-server, and mariadb-backup (mariabackup and
 ## mbstream, for agentctl reinit), installed only when missing.
@@ -108,6 +108,17 @@ mariadb:
 NODE_PACKAGES := containerd runc containernetworking-plugins iptables iproute2 debootstrap
 node-packages:
 	@missing=$$(for p in $(NODE_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing $$missing with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+## test-packages: what a test runs beside the product: Debian's haproxy
+## (e2e/haproxy_test.go runs the example docs/haproxy.cfg), installed only
+## when missing.
+TEST_PACKAGES := haproxy
+test-packages:
+	@missing=$$(for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing $$missing with apt-get"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

@@ -45,6 +45,10 @@ type Deps struct {
 	// its automatic rebuild; nil: such a member is never rebuilt
 	// automatically.
 	SaveTransactions SaveTransactions
+	// RoleChanged is told every role this member takes (primary, replica,
+	// none), after its pod is relabelled; it must not block (rolehook
+	// queues the operator's executable); nil: nobody is told.
+	RoleChanged func(role string)
 }
 
 // Agent runs the HA loop of one member.
@@ -55,6 +59,7 @@ type Agent struct {
 	store        Store
 	dial         Dialer
 	labeler      Labeler
+	roleChanged  func(role string)
 	clock        clock.Clock
 	log          *zap.Logger
 	metrics      *Metrics
@@ -205,7 +210,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 		metrics: d.Metrics, peerStatus: d.PeerStatus, local: d.LocalAddr, killMySQL: d.KillMySQL, peerFailsafe: d.PeerFailsafe,
 		peers: map[string]Database{}, clusterConfig: cfg.Bootstrap, instance: d.Store.Instance(),
 		rearm: make(chan struct{}, 1), pushDeadman: make(chan struct{}, 1), rebuilder: d.Rebuilder, fetchClone: d.FetchClone,
-		saveTxns: d.SaveTransactions,
+		saveTxns: d.SaveTransactions, roleChanged: d.RoleChanged,
 	}
 	if a.fetchClone == nil {
 		a.fetchClone = HTTPFetchClone(&http.Client{})

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +19,8 @@ import (
 //	GET /readyz    200 for a primary holding the lock and writable, or a
 //	               replica streaming within maximum_lag_on_failover
 //	GET /primary   200 only on the writable lock holder (for load balancers)
-//	GET /replica   200 only on a streaming replica
+//	GET /replica   200 only on a streaming replica; with ?lag=30s (or 30,
+//	               seconds) only on one at most that far behind
 //	GET /lock      200 while this agent holds the leader lock (the database
 //	               container's preStop hook waits for the hand-over on it)
 //	GET /status    this member as JSON (MemberStatus)
@@ -50,8 +53,13 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 		writeStatus(w, a.isPrimary(st), st)
 	})
 	mux.HandleFunc("GET /replica", func(w http.ResponseWriter, r *http.Request) {
+		maxLag, err := lagParam(r.URL.Query().Get("lag"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		st := a.Status()
-		writeStatus(w, a.isReplica(st, 0), st)
+		writeStatus(w, a.isReplica(st, maxLag), st)
 	})
 	mux.HandleFunc("GET /lock", func(w http.ResponseWriter, r *http.Request) {
 		st := a.Status()
@@ -90,6 +98,22 @@ func (a *Agent) isReplica(st MemberStatus, maxLag time.Duration) bool {
 		return false
 	}
 	return maxLag <= 0 || (st.LagSeconds != nil && time.Duration(*st.LagSeconds)*time.Second <= maxLag)
+}
+
+// lagParam reads /replica's lag bound: a duration ("30s") or a number of
+// seconds ("30"); "" is no bound.
+func lagParam(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("lag=%q: give a positive duration (30s) or a number of seconds (30)", v)
+	}
+	return d, nil
 }
 
 func writeStatus(w http.ResponseWriter, ok bool, st MemberStatus) {

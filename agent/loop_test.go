@@ -48,8 +48,10 @@ type loopHarness struct {
 }
 
 type fakeLabels struct {
-	mu     sync.Mutex
-	roles  map[string]dcs.Role
+	mu    sync.Mutex
+	roles map[string]dcs.Role
+	// told is every role each agent announced (Deps.RoleChanged).
+	told   map[string][]string
 	events []string
 	// messages are the events' texts, as "pod:reason: message".
 	messages []string
@@ -60,6 +62,18 @@ func (f *fakeLabels) SetRole(_ context.Context, pod string, r dcs.Role) error {
 	defer f.mu.Unlock()
 	f.roles[pod] = r
 	return nil
+}
+
+func (f *fakeLabels) tell(member, role string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.told[member] = append(f.told[member], role)
+}
+
+func (f *fakeLabels) roleChanges(member string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Join(f.told[member], ",")
 }
 
 func (f *fakeLabels) RemovePrimary(_ context.Context, pod string) error {
@@ -100,7 +114,7 @@ func newLoopHarnessLogged(t *testing.T, config dcs.Config, log *zap.Logger, name
 	h := &loopHarness{log: log,
 		t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)),
 		srv: memory.NewServer("test"), mysql: newFakeMySQL(names...),
-		labels: &fakeLabels{roles: map[string]dcs.Role{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
+		labels: &fakeLabels{roles: map[string]dcs.Role{}, told: map[string][]string{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
 		ctx: context.Background(), config: config, noFailover: map[string]bool{},
 	}
 	for _, n := range names {
@@ -140,7 +154,8 @@ func (h *loopHarness) newAgent(name, dbName, apiName string, wrap func(Store) St
 		ReplicationUser: "repl", Bootstrap: h.config, NoFailover: h.noFailover[name],
 	}, Deps{Store: store, LocalAddr: db.addr, Dial: h.mysql.dialFrom(dbName), Labeler: h.labels, Clock: h.clock,
 		Metrics: NewMetrics(prometheus.NewRegistry(), "test", name), Logger: log.Named(apiName),
-		PeerStatus: h.peerStatus, KillMySQL: h.killer(), PeerFailsafe: h.peerFailsafe(apiName)})
+		PeerStatus: h.peerStatus, KillMySQL: h.killer(), PeerFailsafe: h.peerFailsafe(apiName),
+		RoleChanged: func(role string) { h.labels.tell(name, role) }})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -390,6 +405,13 @@ func TestLoopSwitchover(t *testing.T) {
 	h.expectReplicaOf("db2", "db3")
 	if h.mysql.byName("db3").seq() != 1 {
 		t.Fatal("the new primary lacks the old primary's write")
+	}
+	// The role change hook hears each change once, in order (the old
+	// primary is fenced, role none, before it follows).
+	for name, want := range map[string]string{"db1": "primary,none,replica", "db2": "replica", "db3": "replica,primary"} {
+		if got := h.labels.roleChanges(name); got != want {
+			t.Errorf("%s announced roles %q, want %q", name, got, want)
+		}
 	}
 	cl, _ := h.agents["db1"].store.Cluster(h.ctx)
 	if cl.Switchover != nil || len(cl.History) == 0 || cl.History[len(cl.History)-1].Kind != dcs.HistorySwitchover {

@@ -282,6 +282,9 @@ func (a *Agent) setRole(ctx context.Context, r dcs.Role) {
 	a.log.Info("role changed", zap.String("from", roleName(a.role)), zap.String("to", roleName(r)))
 	a.role = r
 	a.metrics.setRole(r)
+	if a.roleChanged != nil {
+		a.roleChanged(roleName(r))
+	}
 	if r == dcs.RoleReplica {
 		a.acknowledgers = nil // our term as primary is over
 	}

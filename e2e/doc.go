@@ -102,6 +102,10 @@
 //	reinit_test.go            the primary purged its binary logs; an emptied member
 //	                          is rebuilt from a replica's mariabackup stream
 //	                          (ctl.CLI.Reinit --wait) and replicates every row
+//	haproxy_test.go           docs/haproxy.cfg in Debian's HAProxy: the primary port
+//	                          reaches the primary only, the replica port replicas,
+//	                          a switchover moves it; --on-role-change hooks hear
+//	                          every member's roles
 //	self_heal_test.go         a diverged old primary (a transaction only it holds)
 //	                          saves it to a file, is rebuilt by its own agent and
 //	                          follows; the file replays the write on the primary

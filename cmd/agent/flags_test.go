@@ -6,7 +6,9 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -100,6 +102,27 @@ func TestEveryEnvironmentVariableIsDocumented(t *testing.T) {
 	for v := range read {
 		if !bytes.Contains(section, []byte("`"+v+"`")) && !bytes.Contains(section, []byte("env "+v)) {
 			t.Errorf("the agent reads $%s, and the README's agent section does not name it", v)
+		}
+	}
+}
+
+// A role change hook that cannot run stops the start, naming it: a typo
+// found at 3 a.m. when the first failover's hook never ran is too late.
+func TestRoleHookThatCannotRunStopsTheStart(t *testing.T) {
+	base := []string{"--cluster=c", "--name=db1", "--dcs=etcd", "--etcd-endpoints=http://127.0.0.1:1",
+		"--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error", "--api-insecure",
+		"--mysql-password-file=" + writeFile(t, "agent-password", "pw")}
+	missing := filepath.Join(t.TempDir(), "on-role-change.sh")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--on-role-change=hook.sh"}, "absolute path"},
+		{[]string{"--on-role-change=" + missing}, missing},
+		{[]string{"--on-role-change=/bin/true", "--on-role-change-timeout=0s"}, "--on-role-change-timeout"},
+	} {
+		if err := run(append(base, c.args...), io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error naming %q", c.args, err, c.want)
 		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/mysqlha/mysqlha/agent"
 	"github.com/mysqlha/mysqlha/agent/podrole"
+	"github.com/mysqlha/mysqlha/agent/rolehook"
 	"github.com/mysqlha/mysqlha/backup"
 	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/dcs/connect"
@@ -93,6 +94,8 @@ type options struct {
 	kubeconfig                string
 	localAddr, user, pwFile   string
 	version                   bool
+	roleHook                  string
+	roleHookTimeout           time.Duration
 	datadir                   string
 	replPwFile                string
 	logLevel, semiSync        string
@@ -152,6 +155,10 @@ func defineFlags(o *options, b *dcs.Config) *pflag.FlagSet {
 	fs.StringVar(&o.rebuildDiverged, "rebuild-diverged", b.RebuildDiverged.String(), "bootstrap: auto (save a diverged member's extra transactions to a file on its volume, then rebuild it) or report")
 	fs.DurationVar(&b.ReseedAfter, "reseed-after", b.ReseedAfter, "bootstrap: rebuild a replica whose source purged the binary logs it needs after this long; 0 never")
 	fs.BoolVar(&b.Failsafe, "failsafe", false, "bootstrap: keep the primary writable while the DCS is unreachable, as long as every member confirms it over HTTP")
+	fs.StringVar(&o.roleHook, "on-role-change", "", "executable (absolute path) run at every role change of this member as EXE ROLE CLUSTER MEMBER, "+
+		"ROLE being primary, replica or none (also in MYSQLHA_ROLE, MYSQLHA_CLUSTER, MYSQLHA_MEMBER); in the background, one run at a time, "+
+		"changes during a run coalesced to the latest; failures are logged")
+	fs.DurationVar(&o.roleHookTimeout, "on-role-change-timeout", 10*time.Second, "a run of --on-role-change still going after this long is killed, with its process group")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.labelPods, "label-pods", true, "with --dcs=kubernetes: label pods by role and record Events")
 	fs.BoolVar(&o.killHung, "kill-hung-mysqld", true, "kill the local mysqld when it hangs for ttl while this member leads, so that another can take over "+
@@ -209,6 +216,14 @@ func (o *options) finish(fs *pflag.FlagSet, b dcs.Config) (*options, error) {
 	}
 	if err := o.apiGuard.Check(); err != nil {
 		return nil, err
+	}
+	if o.roleHook != "" {
+		if err := rolehook.Check(o.roleHook); err != nil {
+			return nil, err
+		}
+		if o.roleHookTimeout <= 0 {
+			return nil, fmt.Errorf("--on-role-change-timeout %s: give a positive duration", o.roleHookTimeout)
+		}
 	}
 	if err := o.checkPasswordFile(); err != nil {
 		return nil, err
@@ -336,6 +351,11 @@ func run(args []string, stdout io.Writer) error {
 			so.Dir = o.datadir
 			return salvage.Save(ctx, so)
 		}
+	}
+	if o.roleHook != "" {
+		hook := rolehook.New(o.roleHook, o.roleHookTimeout, o.cfg.Cluster, o.cfg.Name, log.Named("hook"))
+		go hook.Run(ctx)
+		deps.RoleChanged = hook.Changed
 	}
 	a, err := agent.New(o.cfg, deps)
 	if err != nil {
