@@ -8,6 +8,7 @@
 # make e2e    the end-to-end tests alone, the fault scenarios on the real
 #             node included.
 # make bench-failover  the fault scenarios, 4 trials each, and their report.
+# make image  the release's container images, as OCI archives in bin/images.
 
 GO           ?= go
 KUBE_VERSION := v1.37.2
@@ -31,6 +32,12 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/agentctl ./cmd/agentctl
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kubectl-mysqlha ./cmd/kubectl-mysqlha
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kubectl_complete-mysqlha ./cmd/kubectl_complete-mysqlha
+
+## image: the release's two images, the agent (VERSION linked in) and
+## MariaDB 10.11 from Debian packages, as OCI archives in bin/images, built
+## here without Docker (tools/release-images: root and debootstrap).
+image: node-packages
+	$(GO) run ./tools/release-images --version=$(VERSION) --out=bin/images
 
 ## test: everything, against real MariaDB, etcd and kube-apiserver. One package
 ## at a time (-p 1): the failover tests measure timing on 2 cores. The HA

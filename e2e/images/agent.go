@@ -25,7 +25,7 @@ const (
 	AgentUID = 65532
 	// agentRecipe is part of the agent's cache key: change it whenever the
 	// layout or config below changes.
-	agentRecipe = "agent-v2"
+	agentRecipe = "agent-v3"
 )
 
 // agentBinaries maps each product package to its path in the image.
@@ -50,7 +50,11 @@ func (c *Cache) Agent(ctx context.Context, repoRoot string) (Image, error) {
 
 	// -s -w: no symbol table nor DWARF (stack traces keep names and
 	// lines); a third smaller and a faster link than deploy/Dockerfile's.
-	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", work + "/"}
+	ldflags := "-s -w"
+	if c.Version != "" {
+		ldflags += " -X " + ModulePath + "/internal/version.Version=" + c.Version
+	}
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=" + ldflags, "-o", work + "/"}
 	for _, b := range agentBinaries {
 		args = append(args, b.pkg)
 	}
@@ -124,10 +128,7 @@ func (c *Cache) Agent(ctx context.Context, repoRoot string) (Image, error) {
 		Env:          []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		WorkingDir:   "/home/nonroot",
 		ExposedPorts: map[string]struct{}{"8008/tcp": {}},
-		Labels: map[string]string{
-			"org.opencontainers.image.title":  "mysqlha-agent",
-			"org.opencontainers.image.source": "https://" + ModulePath,
-		},
+		Labels:       agentLabels(c.Version),
 	})
 	if err != nil {
 		return Image{}, err
@@ -139,6 +140,20 @@ func (c *Cache) Agent(ctx context.Context, repoRoot string) (Image, error) {
 	pruneOld(filepath.Join(c.Dir, "agent-*.tar"), 4, time.Hour)
 	c.logf("agent %s built in %.1fs", img.Ref, time.Since(start).Seconds())
 	return img, nil
+}
+
+// agentLabels are the agent image's OCI annotations; the version only for
+// a release build.
+func agentLabels(version string) map[string]string {
+	l := map[string]string{
+		"org.opencontainers.image.title":    "mysqlha-agent",
+		"org.opencontainers.image.source":   "https://" + ModulePath,
+		"org.opencontainers.image.licenses": "Apache-2.0",
+	}
+	if version != "" {
+		l["org.opencontainers.image.version"] = version
+	}
+	return l
 }
 
 // withConfig sets the runtime config and the platform: containerd matches

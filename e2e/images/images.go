@@ -55,6 +55,10 @@ type Cache struct {
 	// Logf, when set, receives progress lines (a cold MariaDB build takes
 	// about a minute); testing.T.Logf fits.
 	Logf func(format string, args ...any)
+	// Version, when set, is linked into the agent's binaries (what
+	// `mysqlha-agent --version`, `agentctl version` and the member records
+	// report) and labels the agent image: a release (make image).
+	Version string
 }
 
 // ModulePath is the module whose root DefaultCache looks for.

@@ -210,6 +210,41 @@ func TestAgentImage(t *testing.T) {
 	}
 }
 
+// A release build (make image) links the version in: the image's label,
+// mysqlha-agent --version and agentctl version report it.
+func TestReleaseAgentImageCarriesTheVersion(t *testing.T) {
+	requireBuild(t, "tar")
+	repo, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const version = "v0.0.0-releasetest"
+	c := testCache(t)
+	c.Version = version
+	img, err := c.Agent(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, cf := loadImage(t, img)
+	if got := cf.Config.Labels["org.opencontainers.image.version"]; got != version {
+		t.Errorf("label org.opencontainers.image.version %q, want %q", got, version)
+	}
+	dir := t.TempDir()
+	extract(t, image, dir)
+	bin := filepath.Join(dir, "usr/local/bin")
+	if out, err := exec.Command(filepath.Join(bin, "mysqlha-agent"), "--version").CombinedOutput(); err != nil ||
+		string(out) != "mysqlha-agent "+version+"\n" {
+		t.Errorf("mysqlha-agent --version: %v %q", err, out)
+	}
+	out, _ := exec.Command(filepath.Join(bin, "agentctl"), "version", "--dcs=etcd", "--etcd-endpoints=http://127.0.0.1:1",
+		"--cluster=x", "--timeout=200ms").CombinedOutput()
+	if !strings.Contains(string(out), version) {
+		t.Errorf("agentctl version does not report %s:\n%s", version, out)
+	}
+}
+
 // Two test packages build at the same time: both get the same complete
 // archive, built once.
 func TestAgentConcurrentCallers(t *testing.T) {
