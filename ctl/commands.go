@@ -122,17 +122,20 @@ type Format string
 
 const (
 	Table Format = "table"
-	JSON  Format = "json"
-	YAML  Format = "yaml"
+	// Wide is the table with every column, uncut (status; the other
+	// commands print their table).
+	Wide Format = "wide"
+	JSON Format = "json"
+	YAML Format = "yaml"
 )
 
 // ParseFormat validates -o.
 func ParseFormat(s string) (Format, error) {
 	switch f := Format(s); f {
-	case Table, JSON, YAML:
+	case Table, Wide, JSON, YAML:
 		return f, nil
 	}
-	return "", fail(ExitUsage, "-o %q: want table, json or yaml", s)
+	return "", fail(ExitUsage, "-o %q: want table, wide, json or yaml", s)
 }
 
 func (c *CLI) write(f Format, v any, table func(io.Writer)) error {
@@ -162,11 +165,15 @@ func (c *CLI) Status(ctx context.Context, f Format, watch bool) error {
 			return err
 		}
 		v := BuildStatus(cl)
-		if watch && f == Table {
+		if watch && (f == Table || f == Wide) {
 			fmt.Fprint(c.Out, "\033[H\033[2J")
 			fmt.Fprintln(c.Out, time.Now().Format(time.RFC3339))
 		}
-		if err := c.write(f, v, v.WriteTable); err != nil {
+		table := v.WriteTable
+		if f == Wide {
+			table = v.WriteWide
+		}
+		if err := c.write(f, v, table); err != nil {
 			return err
 		}
 		if !watch {

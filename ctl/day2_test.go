@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mysqlha/mysqlha/dcs"
 	"github.com/mysqlha/mysqlha/failover"
 )
 
@@ -106,5 +107,30 @@ func TestPauseWaitsForTheAgents(t *testing.T) {
 	}
 	if cl, _ := f.stores["db1"].Cluster(ctx); !cl.Config.Paused {
 		t.Error("the pause was not stored")
+	}
+}
+
+// status -o wide shows where each member is reached, its agent's version
+// and its record's time, uncut.
+func TestStatusWide(t *testing.T) {
+	f := newFixture(t)
+	long := strings.Repeat("x", 80)
+	cl, _ := f.stores["db2"].Cluster(context.Background())
+	m, _ := cl.Member("db2")
+	m.Replication, m.ReplicationError, m.AgentVersion = dcs.ReplicationBroken, long, "v1.2.3"
+	if err := f.stores["db2"].UpdateMember(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cli.Status(context.Background(), Wide, false); err != nil {
+		t.Fatal(err)
+	}
+	out := f.out.String()
+	for _, want := range []string{"MYSQL", "API", "VERSION", "UPDATED", "db2:3306", "http://db2:8008", "v1.2.3", "broken: " + long} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-o wide lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "cut to fit") {
+		t.Errorf("-o wide cut a cell:\n%s", out)
 	}
 }

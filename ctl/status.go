@@ -48,6 +48,11 @@ type MemberRow struct {
 	// AgentVersion is the version of the member's agent; empty for an
 	// agent older than the field.
 	AgentVersion string `json:"agent_version,omitempty"`
+	// MySQLAddr and APIURL are where peers reach the member's mysqld and
+	// agent; UpdatedAt is when its agent last wrote the record (its clock).
+	MySQLAddr string    `json:"mysql_addr,omitempty"`
+	APIURL    string    `json:"api_url,omitempty"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
 
 // BuildStatus turns a snapshot into the status view.
@@ -72,7 +77,7 @@ func BuildStatus(cl *dcs.Cluster) StatusView {
 	}
 	for _, m := range cl.Members {
 		row := MemberRow{Name: m.Name, Role: m.Role.String(), State: memberState(m), GTID: m.GTIDExecuted, AgentVersion: m.AgentVersion,
-			Receiver: m.Receiver.String()}
+			Receiver: m.Receiver.String(), MySQLAddr: m.MySQLAddr, APIURL: m.APIURL, UpdatedAt: m.UpdatedAt}
 		if m.Role == dcs.RolePrimary && (cl.Leader == nil || cl.Leader.Holder != m.Name || cl.Leader.Expired) {
 			// A record can outlive its agent by the member TTL.
 			row.State = "not the lock holder (stale record?)"
@@ -155,7 +160,13 @@ func lacks(member, leader string) (uint64, bool) {
 }
 
 // WriteTable prints the view like `patronictl list`.
-func (v StatusView) WriteTable(w io.Writer) {
+func (v StatusView) WriteTable(w io.Writer) { v.writeTable(w, false) }
+
+// WriteWide is WriteTable with where each member is reached, its agent's
+// version and its record's age, and no cell cut: -o wide.
+func (v StatusView) WriteWide(w io.Writer) { v.writeTable(w, true) }
+
+func (v StatusView) writeTable(w io.Writer, wide bool) {
 	leader := v.Leader
 	if leader == "" {
 		leader = "none"
@@ -178,7 +189,11 @@ func (v StatusView) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "Paused: %s   Pending switchover: %s\n", paused, pending)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tROLE\tSTATE\tLAG(s)\tLAG(tx)\tGTID\tTAGS")
+	if wide {
+		fmt.Fprintln(tw, "MEMBER\tROLE\tSTATE\tLAG(s)\tLAG(tx)\tGTID\tMYSQL\tAPI\tVERSION\tUPDATED\tTAGS")
+	} else {
+		fmt.Fprintln(tw, "MEMBER\tROLE\tSTATE\tLAG(s)\tLAG(tx)\tGTID\tTAGS")
+	}
 	cutAny := false
 	for _, m := range v.Members {
 		lagS, lagT := "-", "-"
@@ -187,6 +202,18 @@ func (v StatusView) WriteTable(w io.Writer) {
 		}
 		if m.LagTransactions != nil {
 			lagT = fmt.Sprint(*m.LagTransactions)
+		}
+		if wide {
+			updated, version := "-", m.AgentVersion
+			if !m.UpdatedAt.IsZero() {
+				updated = m.UpdatedAt.UTC().Format(time.RFC3339)
+			}
+			if version == "" {
+				version = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Role, m.State, lagS, lagT, m.GTID,
+				m.MySQLAddr, m.APIURL, version, updated, m.Tags)
+			continue
 		}
 		state, tags := cut(m.State), cut(m.Tags)
 		if state != m.State || tags != m.Tags {

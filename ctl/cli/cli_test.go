@@ -497,7 +497,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{args(etcd, []string{"--cluster=demo", "frobnicate"}), `unknown command "frobnicate"`},
 		{args(etcd, []string{"--cluster=demo", "switchover", "--bogus"}), "flag provided but not defined: -bogus"},
 		{args(etcd, []string{"--bogus", "status"}), "flag provided but not defined: -bogus"},
-		{args(etcd, []string{"--cluster=demo", "status", "-o", "xml"}), `-o "xml": want table, json or yaml`},
+		{args(etcd, []string{"--cluster=demo", "status", "-o", "xml"}), `-o "xml": want table, wide, json or yaml`},
 		{args(etcd, []string{"--timeout=soon", "status"}), `invalid value "soon" for flag --timeout`},
 		{[]string{"--dcs=zookeeper", "--cluster=demo", "status"}, `--dcs "zookeeper"`},
 		{args(etcd, []string{"--cluster=demo", "failover", "--force"}), "failover needs --to"},

@@ -67,7 +67,7 @@ func (a *app) commands() []*cobra.Command {
 func (a *app) statusCommand() *cobra.Command {
 	var watch bool
 	cmd := a.command("status [CLUSTER]", "show members, roles, lag, GTIDs, the lock holder and pending requests",
-		"agentctl --cluster=demo status [-o table|json|yaml] [--watch]\nagentctl status demo -o json", clusterOnly,
+		"agentctl --cluster=demo status [-o table|wide|json|yaml] [--watch]\nagentctl status demo -o wide", clusterOnly,
 		func(ctx context.Context, c *ctl.CLI, _ []string) error {
 			if watch {
 				return c.Status(ctx, c.Output, true)

@@ -172,6 +172,6 @@ func (a *app) addGlobalFlags(root *cobra.Command) {
 	a.s.Etcd.RegisterFlags(etcdFlags)
 	pf.AddGoFlagSet(etcdFlags)
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "bound of each DCS read")
-	pf.StringVarP(&a.output, "output", "o", "table", "output: table, json or yaml")
+	pf.StringVarP(&a.output, "output", "o", "table", "output: table, wide (status: every column), json or yaml")
 	a.kube.AddFlags(pf)
 }
