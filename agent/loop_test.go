@@ -642,3 +642,55 @@ func (h *loopHarness) setPaused(paused bool) {
 	}
 	h.round()
 }
+
+// setFenced stores the cluster config with fenced, as agentctl fence does,
+// through db2's store (the leader may be the one fenced).
+func (h *loopHarness) setFenced(fenced string) {
+	h.t.Helper()
+	a := h.agents["db2"]
+	cl, _ := a.store.Cluster(h.ctx)
+	cfg := cl.Config
+	cfg.Fenced = fenced
+	if err := a.store.SetConfig(h.ctx, cfg, cl.ConfigVersion); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// agentctl fence on the leader: it gives the lock up read-only, another
+// member takes over with its writes, and the fenced member follows and
+// never leads, even when the new leader dies; unfenced, it may lead again.
+func TestLoopFencedLeaderHandsOverAndNeverLeads(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.mysql.write("db1")
+	h.round()
+	h.setFenced("db1")
+	h.round()
+	h.advance(h.config.TTL, h.names...) // db1 stands down; the others race
+	h.round()
+	h.round()
+	if got := h.holder(); got != "db2" && got != "db3" {
+		t.Fatalf("lock holder %q after fencing the leader db1, want db2 or db3", got)
+	}
+	leader := h.holder()
+	h.expectPrimary(leader)
+	h.expectReplicaOf("db1", leader)
+	if h.mysql.byName(leader).seq() != 1 {
+		t.Fatal("the new leader lacks the fenced leader's write")
+	}
+	// The new leader dies; the fenced db1 holds as much as the other and
+	// still never races.
+	other := map[string]string{"db2": "db3", "db3": "db2"}[leader]
+	h.mysql.byName(leader).up = false
+	for range 4 {
+		h.round()
+	}
+	h.advance(h.config.TTL, h.names...)
+	h.round()
+	h.round()
+	h.expectPrimary(other)
+	h.setFenced("")
+	h.round()
+	h.round()
+	h.expectReplicaOf("db1", other)
+}

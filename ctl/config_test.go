@@ -37,7 +37,7 @@ func TestShowConfig(t *testing.T) {
 	}
 	got := strings.Join(strings.Fields(f.out.String()), " ")
 	want := `{ "ttl": "12s", "loop_wait": "1s", "retry_timeout": "1s", "safety_margin": "1s", "maximum_lag_on_failover": "30s", ` +
-		`"semi_sync": "strict", "rebuild_diverged": "auto", "reseed_after": "5m0s", "failsafe_mode": true, "paused": false }`
+		`"semi_sync": "strict", "rebuild_diverged": "auto", "reseed_after": "5m0s", "failsafe_mode": true, "paused": false, "fenced": "" }`
 	if got != want {
 		t.Fatalf("JSON:\n%s\nwant\n%s", got, want)
 	}

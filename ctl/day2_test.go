@@ -134,3 +134,49 @@ func TestStatusWide(t *testing.T) {
 		t.Errorf("-o wide cut a cell:\n%s", out)
 	}
 }
+
+// fence stores the member in the config's fenced list; status shows it; a
+// switchover to it is refused; the leader needs --force; unfence lifts it.
+func TestFenceAndUnfence(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.cli.SetFenced(ctx, true, FenceOptions{Member: "db2"}); err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := f.stores["db1"].Cluster(ctx)
+	if cl.Config.Fenced != "db2" {
+		t.Fatalf("stored fenced %q, want db2", cl.Config.Fenced)
+	}
+	f.out.Reset()
+	if err := f.cli.Status(ctx, Table, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(f.out.String(), "FENCED") {
+		t.Errorf("status does not show the fence:\n%s", f.out.String())
+	}
+	err := f.cli.Switchover(ctx, SwitchoverOptions{To: "db2", Force: true})
+	exitCode(t, err, ExitUnhealthy)
+	if !strings.Contains(err.Error(), "fenced") {
+		t.Errorf("switchover to a fenced member: %v", err)
+	}
+	err = f.cli.SetFenced(ctx, true, FenceOptions{Member: "db1"})
+	exitCode(t, err, ExitRejected)
+	if !strings.Contains(err.Error(), "agentctl switchover") {
+		t.Errorf("fencing the leader without --force: %v", err)
+	}
+	if err := f.cli.SetFenced(ctx, true, FenceOptions{Member: "db1", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	exitCode(t, f.cli.SetFenced(ctx, true, FenceOptions{Member: "db9"}), ExitUnknownMember)
+	for _, m := range []string{"db1", "db2"} {
+		if err := f.cli.SetFenced(ctx, false, FenceOptions{Member: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cl, _ := f.stores["db1"].Cluster(ctx); cl.Config.Fenced != "" {
+		t.Fatalf("fenced %q after unfencing both", cl.Config.Fenced)
+	}
+	if cl, _ := f.stores["db1"].Cluster(ctx); len(cl.History) < 4 {
+		t.Errorf("history %d entries, want a config entry per change", len(cl.History))
+	}
+}

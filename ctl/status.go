@@ -92,6 +92,9 @@ func BuildStatus(cl *dcs.Cluster) StatusView {
 			}
 		}
 		var tags []string
+		if cl.Config.IsFenced(m.Name) {
+			tags = append(tags, "FENCED (agentctl unfence lifts it)")
+		}
 		if m.NoFailover {
 			tags = append(tags, "nofailover")
 		}

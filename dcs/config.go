@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -143,6 +145,46 @@ type Config struct {
 	// logs it needs (error 1236) before it is rebuilt from a donor; 0
 	// never rebuilds it automatically.
 	ReseedAfter time.Duration
+	// Fenced lists the members an operator fenced (agentctl fence), in
+	// the canonical form ParseFenced returns: sorted, comma-separated. A
+	// fenced member stays read-only and never leads until unfenced. A
+	// string, so that Config stays comparable.
+	Fenced string
+}
+
+// ParseFenced checks a list of member names (comma-separated) and returns
+// it in canonical form: sorted, without repeats or blanks.
+func ParseFenced(v string) (string, error) {
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if strings.ContainsAny(n, " \t=") {
+			return "", fmt.Errorf("%w: fenced=%s: %q is not a member name; list members separated by commas", ErrInvalid, v, n)
+		}
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ","), nil
+}
+
+// IsFenced reports whether an operator fenced member (agentctl fence).
+func (c Config) IsFenced(member string) bool {
+	return member != "" && slices.Contains(strings.Split(c.Fenced, ","), member)
+}
+
+// WithFenced returns c with member fenced (on) or unfenced.
+func (c Config) WithFenced(member string, on bool) Config {
+	names := slices.DeleteFunc(strings.Split(c.Fenced, ","), func(n string) bool { return n == "" || n == member })
+	if on {
+		names = append(names, member)
+	}
+	c.Fenced, _ = ParseFenced(strings.Join(names, ","))
+	return c
 }
 
 // DefaultConfig returns the configuration in effect when none is stored.
@@ -187,6 +229,11 @@ func (c Config) Validate() error {
 	}
 	if c.ReseedAfter < 0 {
 		errs = append(errs, fmt.Errorf("%w: reseed_after must be >= 0 (0 never rebuilds automatically), got %v", ErrInvalid, c.ReseedAfter))
+	}
+	if canon, err := ParseFenced(c.Fenced); err != nil {
+		errs = append(errs, err)
+	} else if canon != c.Fenced {
+		errs = append(errs, fmt.Errorf("%w: fenced %q is not in canonical form %q", ErrInvalid, c.Fenced, canon))
 	}
 	if !c.RebuildDiverged.Valid() {
 		errs = append(errs, fmt.Errorf("%w: unknown rebuild_diverged policy %d", ErrInvalid, c.RebuildDiverged))

@@ -60,6 +60,18 @@ var settings = []setting{
 	durationSetting("reseed_after", "a replica refused the binary logs it needs (error 1236) this long is rebuilt from a donor; 0 never", func(c *Config) *time.Duration { return &c.ReseedAfter }),
 	boolSetting("failsafe_mode", "the leader stays writable while the DCS is unreachable if every member confirms it", func(c *Config) *bool { return &c.Failsafe }),
 	boolSetting("paused", "maintenance mode: no automatic failover or demotion", func(c *Config) *bool { return &c.Paused }),
+	{
+		key: "fenced", help: "members kept read-only and out of every election until unfenced (agentctl fence, unfence), comma-separated",
+		get: func(c Config) any { return c.Fenced },
+		set: func(c *Config, v string) error {
+			f, err := ParseFenced(v)
+			if err != nil {
+				return err
+			}
+			c.Fenced = f
+			return nil
+		},
+	},
 }
 
 func durationSetting(key, help string, field func(*Config) *time.Duration) setting {

@@ -14,7 +14,7 @@ import (
 func TestSettingsRoundTrip(t *testing.T) {
 	c := dcs.Config{TTL: 12 * time.Second, LoopWait: 1500 * time.Millisecond, RetryTimeout: 2 * time.Second,
 		SafetyMargin: 0, MaximumLagOnFailover: time.Minute, SemiSync: dcs.SemiSyncStrict, Paused: true, Failsafe: true,
-		RebuildDiverged: dcs.RebuildReport, ReseedAfter: 90 * time.Second}
+		RebuildDiverged: dcs.RebuildReport, ReseedAfter: 90 * time.Second, Fenced: "db1,db3"}
 	var back dcs.Config
 	for _, s := range c.Settings() {
 		if err := back.Set(s.Key, fmt.Sprint(s.Value)); err != nil {
@@ -24,7 +24,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 	if back != c {
 		t.Fatalf("round trip gave %+v, want %+v", back, c)
 	}
-	if got := strings.Join(dcs.SettingKeys(), ","); got != "ttl,loop_wait,retry_timeout,safety_margin,maximum_lag_on_failover,semi_sync,rebuild_diverged,reseed_after,failsafe_mode,paused" {
+	if got := strings.Join(dcs.SettingKeys(), ","); got != "ttl,loop_wait,retry_timeout,safety_margin,maximum_lag_on_failover,semi_sync,rebuild_diverged,reseed_after,failsafe_mode,paused,fenced" {
 		t.Fatalf("SettingKeys() = %s", got)
 	}
 }
@@ -38,6 +38,7 @@ func TestSetRefusesBadInput(t *testing.T) {
 		{"paused", "maybe", "paused=maybe: want true or false"},
 		{"rebuild_diverged", "always", `rebuild_diverged=always: dcs: invalid argument: unknown rebuild_diverged policy "always" (want one of [auto report])`},
 		{"reseed_after", "5", "reseed_after=5 is not a duration"},
+		{"fenced", "db1,db 2", `fenced=db1,db 2: "db 2" is not a member name`},
 	} {
 		c := dcs.DefaultConfig()
 		err := c.Set(tc.key, tc.value)
@@ -59,5 +60,28 @@ func TestChanges(t *testing.T) {
 	}
 	if got := old.Changes(old); len(got) != 0 {
 		t.Fatalf("no change listed as %v", got)
+	}
+}
+
+// The fenced list is kept sorted and unique, whatever order it was given
+// in; Validate refuses a list in another form, as a hand-edited record.
+func TestFencedList(t *testing.T) {
+	var c dcs.Config
+	if err := c.Set("fenced", " db3, db1,,db3 "); err != nil || c.Fenced != "db1,db3" {
+		t.Fatalf("Set(fenced): %q, %v; want db1,db3", c.Fenced, err)
+	}
+	if !c.IsFenced("db1") || !c.IsFenced("db3") || c.IsFenced("db2") || c.IsFenced("") || c.IsFenced("db") {
+		t.Errorf("IsFenced wrong for %q", c.Fenced)
+	}
+	if got := c.WithFenced("db2", true).Fenced; got != "db1,db2,db3" {
+		t.Errorf("WithFenced(db2, on) = %q", got)
+	}
+	if got := c.WithFenced("db1", false).WithFenced("db3", false).Fenced; got != "" {
+		t.Errorf("unfencing both left %q", got)
+	}
+	bad := dcs.DefaultConfig()
+	bad.Fenced = "db3,db1"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "canonical") {
+		t.Errorf("Validate of an unsorted list: %v", err)
 	}
 }

@@ -237,6 +237,20 @@ func Decide(s Snapshot) Action {
 			return Action{Kind: FenceSelf, Reason: "the lock is no longer ours: " + s.lockState()}
 		}
 	}
+	if s.Rules.IsFenced(s.Self) {
+		// An operator fenced us (agentctl fence): read-only until unfenced,
+		// whatever else holds. A leader gives the lock up (its release
+		// fences first), unless paused: then it keeps it, read-only.
+		if s.holdsLock() && !s.Paused {
+			return Action{Kind: ReleaseLock, StandDown: true, Reason: "fenced by an operator (agentctl fence): giving up the lock"}
+		}
+		if s.LocalWritable {
+			return Action{Kind: FenceSelf, Reason: "fenced by an operator (agentctl fence)"}
+		}
+		if s.holdsLock() {
+			return Action{Kind: Lead, RenewOnly: true, Reason: "keep the lock, read-only: fenced by an operator, and the cluster is paused"}
+		}
+	}
 	if s.Duplicate != "" && !s.holdsLock() {
 		return Action{Kind: Refuse, Reason: "refuse: duplicate identity: " + s.Duplicate}
 	}
@@ -759,7 +773,9 @@ func decideLeaderless(s Snapshot) Action {
 		if sw.To == s.Self {
 			rules := s.Rules
 			if sw.Force {
-				rules, self.Errant = Rules{}, false
+				// Force overrides lag and errant transactions, never an
+				// operator's fence.
+				rules, self.Errant = Rules{Fenced: s.Rules.Fenced}, false
 			}
 			if why := Ineligibility(self, rules); why != "" {
 				return Action{Kind: Idle, Reason: "manual failover to us refused: " + why}

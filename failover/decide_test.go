@@ -733,3 +733,40 @@ func TestTrackAcknowledgers(t *testing.T) {
 		t.Errorf("FormatAcknowledgers = %q", got)
 	}
 }
+
+func (b *snap) fenced(names ...string) *snap {
+	b.s.Rules.Fenced = strings.Join(names, ",")
+	return b
+}
+
+// An operator's fence (agentctl fence): the member stays read-only and
+// never leads, whatever else holds; no force lifts it.
+func TestDecideOperatorFence(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		snap   *snap
+		kind   Kind
+		target string
+		reason string
+	}{
+		{"fenced leader gives the lock up", cluster().me("db1").deadlineIn(3 * time.Second).primary().fenced("db1"), ReleaseLock, "", "fenced by an operator"},
+		{"fenced leader of a paused cluster keeps the lock, read-only", cluster().me("db1").deadlineIn(3 * time.Second).primary().paused().fenced("db1"), FenceSelf, "", "fenced by an operator"},
+		{"fenced, read-only leader of a paused cluster renews only", cluster().me("db1").paused().fenced("db1"), Lead, "", "read-only"},
+		{"fenced writable member without the lock fences itself", cluster().primary().fenced("db2"), FenceSelf, "", "fenced by an operator"},
+		{"fenced replica follows", cluster().fenced("db2"), Follow, "db1", "following"},
+		{"fenced best candidate does not race", cluster().expired().gtid("db2", "0-1-101").fenced("db2"), Idle, "", "it is fenced"},
+		{"the others race without waiting for the fenced best candidate", cluster().expired().me("db3").gtid("db2", "0-1-101").fenced("db2").gtid("db1", "0-1-90"), Acquire, "", "best candidate"},
+		{"forced manual failover to a fenced member is refused", cluster().leader("").switchover("", "db2", 0).force().fenced("db2"), Idle, "", "it is fenced"},
+		{"switchover to a fenced member is rejected", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("db1", "db2", 0).fenced("db2"), RejectSwitchover, "", "it is fenced"},
+		{"stopping leader does not hand over to a fenced member", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().gtid("db2", "0-1-101").fenced("db2"), Switchover, "db3", "agent stopping"},
+		{"a handed lock is given up by a fenced holder", cluster().me("db2").leader("db2").fenced("db2"), ReleaseLock, "", "fenced by an operator"},
+	} {
+		got := Decide(c.snap.s)
+		if got.Kind != c.kind || got.Target != c.target || !strings.Contains(got.Reason, c.reason) {
+			t.Errorf("%s: got %v %q (%s), want %v %q (%q)", c.name, got.Kind, got.Target, got.Reason, c.kind, c.target, c.reason)
+		}
+		if got.Kind == Promote && got.Unfence && c.snap.s.Rules.IsFenced(c.snap.s.Self) {
+			t.Errorf("%s: a fenced member unfences", c.name)
+		}
+	}
+}

@@ -17,13 +17,22 @@ type Rules struct {
 	// Lossless is semi_sync strict: a replica that streams without
 	// acknowledging may lack acknowledged writes, and never takes over.
 	Lossless bool
+	// Fenced is the cluster's fenced setting (dcs.Config.Fenced): members
+	// an operator fenced, which never lead until unfenced. No force
+	// overrides it.
+	Fenced string
 }
+
+// IsFenced reports whether an operator fenced member (agentctl fence).
+func (r Rules) IsFenced(member string) bool { return dcs.Config{Fenced: r.Fenced}.IsFenced(member) }
 
 // Ineligibility says why a member may not take over; "" means it may.
 func Ineligibility(m Member, rules Rules) string {
 	switch {
+	case rules.IsFenced(m.Name):
+		return "it is fenced (agentctl fence; agentctl unfence lifts it)"
 	case m.Rebuilding:
-		// First, since a rebuild also takes its mysqld down: say why.
+		// Before the rest, since a rebuild also takes its mysqld down: say why.
 		return "it is being rebuilt (agentctl reinit)"
 	case !m.Fresh:
 		return "its status is stale"
@@ -98,5 +107,5 @@ func RankCandidates(flavor gtid.Flavor, members []Member, rules Rules) []Candida
 
 // RulesOf reads the eligibility rules from the cluster config.
 func RulesOf(c dcs.Config) Rules {
-	return Rules{MaxLag: c.MaximumLagOnFailover, Lossless: c.SemiSync == dcs.SemiSyncStrict}
+	return Rules{MaxLag: c.MaximumLagOnFailover, Lossless: c.SemiSync == dcs.SemiSyncStrict, Fenced: c.Fenced}
 }

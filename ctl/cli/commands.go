@@ -61,7 +61,8 @@ func (a *app) command(use, short, example string, shape argShape, run func(conte
 func (a *app) commands() []*cobra.Command {
 	return []*cobra.Command{a.statusCommand(), a.switchoverCommand(), a.failoverCommand(),
 		a.pauseCommand(), a.resumeCommand(), a.historyCommand(), a.showConfigCommand(), a.setConfigCommand(),
-		a.editConfigCommand(), a.describeCommand(), a.removeCommand(), a.reinitCommand(), a.versionCommand(), a.reportCommand()}
+		a.editConfigCommand(), a.describeCommand(), a.removeCommand(), a.reinitCommand(), a.versionCommand(), a.reportCommand(),
+		a.fenceCommand(true), a.fenceCommand(false)}
 }
 
 func (a *app) statusCommand() *cobra.Command {
@@ -212,6 +213,24 @@ func (a *app) removeCommand() *cobra.Command {
 		func(ctx context.Context, c *ctl.CLI, args []string) error { return c.Remove(ctx, args[0], w.timeout) })
 	w.add(cmd, false)
 	cmd.Flags().Lookup("wait-timeout").Usage = "how long to watch a member that may be live"
+	return cmd
+}
+
+func (a *app) fenceCommand(on bool) *cobra.Command {
+	var o ctl.FenceOptions
+	use, short, example := "fence [CLUSTER] MEMBER", "keep a member read-only and out of every election until unfenced",
+		"agentctl --cluster=demo fence MEMBER [--force]"
+	if !on {
+		use, short, example = "unfence [CLUSTER] MEMBER", "lift agentctl fence: the member may lead again", "agentctl --cluster=demo unfence MEMBER"
+	}
+	cmd := a.command(use, short, example, clusterMember,
+		func(ctx context.Context, c *ctl.CLI, args []string) error {
+			o.Member = args[0]
+			return c.SetFenced(ctx, on, o)
+		})
+	if on {
+		cmd.Flags().BoolVar(&o.Force, "force", false, "fence the leader too: it gives up the lock, and another member takes over")
+	}
 	return cmd
 }
 

@@ -239,6 +239,7 @@ type configJSON struct {
 	Failsafe             bool   `json:"failsafe_mode,omitempty"`
 	RebuildDiverged      string `json:"rebuild_diverged,omitempty"`
 	ReseedAfter          string `json:"reseed_after,omitempty"`
+	Fenced               string `json:"fenced,omitempty"`
 }
 
 // EncodeConfig validates and encodes a config.
@@ -250,7 +251,7 @@ func EncodeConfig(c dcs.Config) ([]byte, error) {
 		TTL: c.TTL.String(), LoopWait: c.LoopWait.String(), RetryTimeout: c.RetryTimeout.String(),
 		SafetyMargin: c.SafetyMargin.String(), MaximumLagOnFailover: c.MaximumLagOnFailover.String(),
 		SemiSync: c.SemiSync.String(), Paused: c.Paused, Failsafe: c.Failsafe,
-		RebuildDiverged: c.RebuildDiverged.String(), ReseedAfter: c.ReseedAfter.String(),
+		RebuildDiverged: c.RebuildDiverged.String(), ReseedAfter: c.ReseedAfter.String(), Fenced: c.Fenced,
 	})
 }
 
@@ -298,6 +299,11 @@ func DecodeConfig(where string, b []byte) (dcs.Config, error) {
 		c.RebuildDiverged = p
 	}
 	c.Paused, c.Failsafe = j.Paused, j.Failsafe
+	if f, err := dcs.ParseFenced(j.Fenced); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.Fenced = f
+	}
 	if len(errs) == 0 {
 		if err := c.Validate(); err != nil {
 			errs = append(errs, err)

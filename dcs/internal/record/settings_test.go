@@ -14,7 +14,7 @@ import (
 // Validate's messages give.
 func TestConfigKeysAreSettingKeys(t *testing.T) {
 	c := dcs.DefaultConfig()
-	c.Paused, c.Failsafe = true, true // written only when set
+	c.Paused, c.Failsafe, c.Fenced = true, true, "db2" // written only when set
 	b, err := EncodeConfig(c)
 	if err != nil {
 		t.Fatal(err)
