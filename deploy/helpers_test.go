@@ -204,6 +204,38 @@ func resolveEnv(t *testing.T, c *corev1.Container, pe podEnv) []string {
 	return out
 }
 
+// resolvePodEnv is resolveEnv, with the container's Secret volumes
+// written into a temporary directory from pe.secrets and every value that
+// names a file in one of them pointed there: the scripts then read the
+// passwords as they would in the pod.
+func resolvePodEnv(t *testing.T, spec *corev1.PodSpec, c *corev1.Container, pe podEnv) []string {
+	t.Helper()
+	env := resolveEnv(t, c, pe)
+	for _, m := range c.VolumeMounts {
+		vol := findVolume(spec, m.Name)
+		if vol == nil || vol.Secret == nil {
+			continue
+		}
+		dir := t.TempDir()
+		for _, it := range vol.Secret.Items {
+			val, ok := pe.secrets[it.Key]
+			if !ok {
+				t.Fatalf("volume %s: no test value for Secret key %s", vol.Name, it.Key)
+			}
+			if err := os.WriteFile(filepath.Join(dir, it.Path), []byte(val+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, e := range env {
+			name, v, _ := strings.Cut(e, "=")
+			if rest, ok := strings.CutPrefix(v, m.MountPath+"/"); ok {
+				env[i] = name + "=" + filepath.Join(dir, rest)
+			}
+		}
+	}
+	return env
+}
+
 // cleanEnv is a minimal environment for running the scripts, so that the
 // test machine's variables (HOSTNAME, MYSQLHA_*) do not leak in.
 func cleanEnv(extra ...string) []string {
@@ -353,4 +385,22 @@ func fmtList[T any](xs []T) string {
 		fmt.Fprintf(&b, "\n  %v", x)
 	}
 	return b.String()
+}
+
+// secretFileKey is the Secret key whose file path is in container c of
+// spec, or "" when path is no file of a mounted Secret volume.
+func secretFileKey(spec *corev1.PodSpec, c *corev1.Container, path string) string {
+	for _, m := range c.VolumeMounts {
+		vol := findVolume(spec, m.Name)
+		rest, ok := strings.CutPrefix(path, m.MountPath+"/")
+		if vol == nil || vol.Secret == nil || !ok {
+			continue
+		}
+		for _, it := range vol.Secret.Items {
+			if it.Path == rest {
+				return it.Key
+			}
+		}
+	}
+	return ""
 }

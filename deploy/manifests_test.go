@@ -152,17 +152,30 @@ func (v variant) checkStatefulSet(t *testing.T, sts *appsv1.StatefulSet) {
 	if mode := fileMode(vol.ConfigMap.DefaultMode, vol.ConfigMap.Items[0].Mode); mode&0o111 != 0 {
 		t.Errorf("initdb script mode %o is executable: the entrypoint would run it without docker_process_sql", mode)
 	}
-	for env, key := range map[string]string{"MYSQLHA_AGENT_PASSWORD": "agent-password", "MYSQLHA_REPL_PASSWORD": "repl-password"} {
+	// Passwords reach the server as files of the Secret, never as
+	// environment variables.
+	rootEnv := map[string]string{"mariadb": "MARIADB_ROOT_PASSWORD_FILE", "mysql": "MYSQL_ROOT_PASSWORD_FILE"}
+	for env, key := range map[string]string{"MYSQLHA_AGENT_PASSWORD_FILE": "agent-password", "MYSQLHA_REPL_PASSWORD_FILE": "repl-password",
+		rootEnv[v.flavor]: "root-password"} {
 		e := findEnv(server, env)
-		if e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Key != key {
-			t.Errorf("server env %s = %+v, want secretKeyRef key %s", env, e, key)
+		if e == nil || e.ValueFrom != nil || secretFileKey(spec, server, e.Value) != key {
+			t.Errorf("server env %s = %+v, want the path of Secret key %s, mounted", env, e, key)
 		}
 	}
-	rootEnv := map[string]string{"mariadb": "MARIADB_ROOT_PASSWORD", "mysql": "MYSQL_ROOT_PASSWORD"}
 	for flavor, name := range rootEnv {
 		if e := findEnv(server, name); (e != nil) != (flavor == v.flavor) {
 			t.Errorf("server env %s present: %v, want it only for %s", name, e != nil, flavor)
 		}
+	}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				t.Errorf("container %s env %s comes from a Secret: mount it as a file", c.Name, e.Name)
+			}
+		}
+	}
+	if m := findMount(mustContainer(t, spec.Containers, "agent"), "/etc/mysqlha/db"); m != nil {
+		t.Errorf("the agent mounts the server's credentials (root's password) at %s", m.MountPath)
 	}
 
 	// Pod deletion: the server waits for the agent's hand-over (its
@@ -625,7 +638,7 @@ func TestSetImage(t *testing.T) {
 }
 
 // TestLocalNodeSecret: the test overlay generates the credentials Secret
-// (with a hashed name) and every reference follows the generated name.
+// (with a hashed name) and every volume of it follows the generated name.
 func TestLocalNodeSecret(t *testing.T) {
 	b := kustomizeBuild(t, localNodeVariant.dir)
 	sec := only[*corev1.Secret](t, b)
@@ -637,23 +650,13 @@ func TestLocalNodeSecret(t *testing.T) {
 			t.Errorf("Secret key %s = %q: test passwords must say test-only", k, sec.Data[k])
 		}
 	}
+	// The passwords are files: every Secret volume follows the generated
+	// name (TestManifests refuses a Secret in an environment).
 	spec := &only[*appsv1.StatefulSet](t, b).Spec.Template.Spec
-	refs := 0
-	for _, c := range allContainers(spec) {
-		for _, e := range c.Env {
-			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-				refs++
-				if e.ValueFrom.SecretKeyRef.Name != sec.Name {
-					t.Errorf("%s env %s refers to Secret %q, not the generated %q", c.Name, e.Name, e.ValueFrom.SecretKeyRef.Name, sec.Name)
-				}
-			}
+	for _, name := range []string{"credentials", "db-credentials"} {
+		if v := findVolume(spec, name); v == nil || v.Secret == nil || v.Secret.SecretName != sec.Name {
+			t.Errorf("%s volume %+v does not mount %s", name, v, sec.Name)
 		}
-	}
-	if v := findVolume(spec, "credentials"); v == nil || v.Secret == nil || v.Secret.SecretName != sec.Name {
-		t.Errorf("credentials volume %+v does not mount %s", v, sec.Name)
-	}
-	if refs < 3 {
-		t.Errorf("only %d Secret references", refs)
 	}
 }
 

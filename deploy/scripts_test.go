@@ -376,7 +376,7 @@ func TestInitdbMySQLStatements(t *testing.T) {
 	server := mustContainer(t, sts.Spec.Template.Spec.Containers, "mysql")
 	pe := testPod
 	pe.secrets = map[string]string{"root-password": "root", "agent-password": `a'b\c`, "repl-password": "r"}
-	env := resolveEnv(t, server, pe)
+	env := resolvePodEnv(t, &sts.Spec.Template.Spec, server, pe)
 	if !slices.Contains(env, "MYSQL_INITDB_SKIP_TZINFO=1") {
 		t.Errorf("the overlay leaves the image's own (binlogged) time zone load on: %q", env)
 	}
@@ -530,7 +530,7 @@ func TestMariaDBRunsTheDeployedConfig(t *testing.T) {
 	const agentPW, replPW = `ag'e"nt\pa$s word`, `re\'pl;--`
 	pe := testPod
 	pe.secrets = map[string]string{"root-password": "", "agent-password": agentPW, "repl-password": replPW}
-	env := cleanEnv(append(resolveEnv(t, server, pe), "SOCK="+srv.socket)...)
+	env := cleanEnv(append(resolvePodEnv(t, spec, server, pe), "SOCK="+srv.socket)...)
 	// The entrypoint's client: root on the socket, SQL on stdin.
 	define := `docker_process_sql() { mariadb --no-defaults --protocol=socket --socket="$SOCK" -uroot "$@"; }`
 	for round := 1; round <= 2; round++ { // the second run finds the users in place

@@ -320,7 +320,7 @@ func (c *cluster) ensureApp(ctx context.Context, primary corev1.Pod) {
 // execSQL runs statements as root inside pod's mariadb container, as
 // `kubectl exec` would.
 func (c *cluster) execSQL(ctx context.Context, pod, statements string) (string, error) {
-	return c.exec(ctx, pod, "mariadb", "bash", "-c", `MYSQL_PWD="$MARIADB_ROOT_PASSWORD" exec mariadb -uroot -e "$1"`, "sql", statements)
+	return c.exec(ctx, pod, "mariadb", "bash", "-c", `MYSQL_PWD="$(cat "$MARIADB_ROOT_PASSWORD_FILE")" exec mariadb -uroot -e "$1"`, "sql", statements)
 }
 
 // exec runs command in a container of pod, as `kubectl exec` does, and

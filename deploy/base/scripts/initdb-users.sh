@@ -9,8 +9,8 @@
 # *.sh with the function docker_process_sql defined (a root client on that
 # socket, reading SQL from stdin). This file is mounted without exec bits so
 # that it is sourced: run as a program, it would not see docker_process_sql.
-# It is sourced by a shell running with set -e, so it defines a function,
-# calls it, and leaves no variables behind; it never calls exit.
+# It is sourced by a shell running with set -e, so it defines functions,
+# calls it, and leaves no variables or functions behind; it never calls exit.
 #
 # The users are created with sql_log_bin=0: every member runs this on its own
 # empty data directory, and logged, these statements would become a
@@ -18,10 +18,12 @@
 # (errant GTIDs at the first failover). Re-running it is harmless (IF NOT
 # EXISTS, ALTER USER sets the password again), e.g. to repair a member; it
 # uses the passwords the container started with:
-#   kubectl exec mysqlha-N -c mariadb -- bash -c 'docker_process_sql() { MYSQL_PWD="$MARIADB_ROOT_PASSWORD" mariadb -uroot "$@"; }; . /docker-entrypoint-initdb.d/50-mysqlha-users.sh'
+#   kubectl exec mysqlha-N -c mariadb -- bash -c 'docker_process_sql() { MYSQL_PWD="$(cat "$MARIADB_ROOT_PASSWORD_FILE")" mariadb -uroot "$@"; }; . /docker-entrypoint-initdb.d/50-mysqlha-users.sh'
 #
-# Environment (from the Secret, see statefulset.yaml):
-#   MYSQLHA_AGENT_PASSWORD, MYSQLHA_REPL_PASSWORD   required
+# Environment (see statefulset.yaml):
+#   MYSQLHA_AGENT_PASSWORD_FILE, MYSQLHA_REPL_PASSWORD_FILE   the files
+#       holding the passwords (the Secret, mounted); or the passwords
+#       themselves in MYSQLHA_AGENT_PASSWORD, MYSQLHA_REPL_PASSWORD
 #   MYSQLHA_AGENT_USER (mysqlha), MYSQLHA_REPL_USER (repl)   as the agent's --mysql-user, --replication-user
 #   MYSQLHA_FLAVOR   mariadb (default) or mysql: which privilege names to grant
 #   MYSQLHA_LOAD_TZINFO=1   (mysql) load the time zone tables here, unlogged;
@@ -33,10 +35,29 @@
 # user"); deploy/scripts_test.go checks the MariaDB ones against a live
 # server and the grants the integration tests run with.
 
+# mysqlha_secret prints the value of the variable named $1, or the content
+# of the file $1_FILE names (without its final newline).
+mysqlha_secret() {
+	local file_var="${1}_FILE"
+	if [[ -n ${!file_var:-} ]]; then
+		if [[ ! -r ${!file_var} ]]; then
+			echo "initdb-users: $file_var=${!file_var}: cannot read the file (is the Secret mounted?)" >&2
+			return 1
+		fi
+		local v
+		v=$(<"${!file_var}")
+		printf '%s' "$v"
+		return 0
+	fi
+	printf '%s' "${!1:-}"
+}
+
 mysqlha_create_users() {
 	local flavor=${MYSQLHA_FLAVOR:-mariadb}
 	local agent_user=${MYSQLHA_AGENT_USER:-mysqlha} repl_user=${MYSQLHA_REPL_USER:-repl}
-	local agent_pw=${MYSQLHA_AGENT_PASSWORD:-} repl_pw=${MYSQLHA_REPL_PASSWORD:-}
+	local agent_pw repl_pw
+	agent_pw=$(mysqlha_secret MYSQLHA_AGENT_PASSWORD) || return 1
+	repl_pw=$(mysqlha_secret MYSQLHA_REPL_PASSWORD) || return 1
 	local agent_grants u
 	case $flavor in
 	mariadb)
@@ -51,7 +72,7 @@ mysqlha_create_users() {
 		;;
 	esac
 	if [[ -z $agent_pw || -z $repl_pw ]]; then
-		echo "initdb-users: MYSQLHA_AGENT_PASSWORD and MYSQLHA_REPL_PASSWORD must be set (from the Secret)" >&2
+		echo "initdb-users: MYSQLHA_AGENT_PASSWORD_FILE and MYSQLHA_REPL_PASSWORD_FILE (or MYSQLHA_AGENT_PASSWORD and MYSQLHA_REPL_PASSWORD) must be set (from the Secret)" >&2
 		return 1
 	fi
 	for u in "$agent_user" "$repl_user"; do
@@ -94,4 +115,4 @@ mysqlha_create_users() {
 }
 
 mysqlha_create_users
-unset -f mysqlha_create_users
+unset -f mysqlha_create_users mysqlha_secret
