@@ -548,6 +548,15 @@ func TestMariaDBRunsTheDeployedConfig(t *testing.T) {
 			t.Errorf("run %d: the binary log moved from %s to %s: the users' creation was logged", round, before, after)
 		}
 	}
+	// The probes' OS user logs in over the socket without a privilege,
+	// rather than being refused (and logged) at every probe.
+	var plugin string
+	if err := root.QueryRow("SELECT plugin FROM mysql.user WHERE user = 'mysql' AND host = 'localhost'").Scan(&plugin); err != nil || plugin != "unix_socket" {
+		t.Errorf("probe account mysql@localhost: plugin %q (%v), want unix_socket", plugin, err)
+	}
+	if got := grantsOfAt(t, root, "mysql", "localhost"); len(got) != 1 || got[0] != "USAGE" {
+		t.Errorf("probe account mysql@localhost privileges %q, want USAGE only", got)
+	}
 	// The passwords, odd characters and all, are the Secret's.
 	for user, pw := range map[string]string{mysqltest.AgentUser: agentPW, mysqltest.ReplUser: replPW} {
 		db := srv.db(t, user, pw, false)
@@ -589,7 +598,13 @@ func TestMariaDBRunsTheDeployedConfig(t *testing.T) {
 // on a schema as "PRIV ON `schema`.*".
 func grantsOf(t *testing.T, db *sql.DB, user string) []string {
 	t.Helper()
-	rows, err := db.Query("SHOW GRANTS FOR '" + user + "'@'%'")
+	return grantsOfAt(t, db, user, "%")
+}
+
+// grantsOfAt is grantsOf for user@host.
+func grantsOfAt(t *testing.T, db *sql.DB, user, host string) []string {
+	t.Helper()
+	rows, err := db.Query("SHOW GRANTS FOR '" + user + "'@'" + host + "'")
 	if err != nil {
 		t.Fatalf("SHOW GRANTS FOR %s: %v", user, err)
 	}
