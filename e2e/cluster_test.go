@@ -258,9 +258,12 @@ func freePort() (int, error) {
 
 // openApp is a pool for the application user with short timeouts, so a
 // write to a dead or frozen server fails fast instead of hanging a probe.
-func openApp(tb testing.TB, s *mysqltest.Server) *sql.DB {
+func openApp(tb testing.TB, s *mysqltest.Server) *sql.DB { return openAppAt(tb, s.Addr()) }
+
+// openAppAt is openApp for a server, or a proxy, at addr.
+func openAppAt(tb testing.TB, addr string) *sql.DB {
 	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = mysqltest.AppUser, mysqltest.AppPassword, "tcp", s.Addr(), mysqltest.AppDatabase
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = mysqltest.AppUser, mysqltest.AppPassword, "tcp", addr, mysqltest.AppDatabase
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
