@@ -15,10 +15,10 @@ import (
 	"github.com/mysqlha/mysqlha/testenv/readmetest"
 )
 
-// TestREADMEMetrics keeps the README's metrics table what NewMetrics
+// TestREADMEMetrics keeps the metrics table of docs/reference.md what NewMetrics
 // registers; -update-readme rewrites it.
 func TestREADMEMetrics(t *testing.T) {
-	readmetest.Section(t, "metrics", metricsTable(t))
+	readmetest.SectionIn(t, "docs/reference.md", "metrics", metricsTable(t))
 }
 
 // countingRegisterer counts the metrics described to it, so that a metric

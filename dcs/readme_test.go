@@ -8,7 +8,7 @@ import (
 	"github.com/mysqlha/mysqlha/testenv/readmetest"
 )
 
-// TestREADMESettings keeps the README's cluster settings table equal to
+// TestREADMESettings keeps the cluster settings table (docs/reference.md) equal to
 // the settings agentctl set-config knows, with their defaults
 // (-update-readme rewrites it).
 func TestREADMESettings(t *testing.T) {
@@ -17,5 +17,5 @@ func TestREADMESettings(t *testing.T) {
 	for _, s := range DefaultConfig().Settings() {
 		fmt.Fprintf(&b, "| `%s` | `%v` | %s |\n", s.Key, s.Value, strings.ReplaceAll(s.Help, "|", `\|`))
 	}
-	readmetest.Section(t, "cluster-settings", b.String())
+	readmetest.SectionIn(t, "docs/reference.md", "cluster-settings", b.String())
 }

@@ -11,5 +11,5 @@
 //	localproc   process groups that die with their parent, log tails, the leak check
 //	testcerts   a throw-away CA with a server and a client certificate
 //	syncbuf     a buffer one goroutine writes while another reads it
-//	readmetest  keeps the README's generated sections equal to the code
+//	readmetest  keeps the generated sections of the README and docs/ equal to the code
 package testenv

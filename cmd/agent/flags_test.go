@@ -61,8 +61,9 @@ func TestVersionAndHelpPrintToStdout(t *testing.T) {
 	}
 }
 
-// Every environment variable the agent reads is named in the README's
-// agent section: the flags it stands in for say "(env NAME)".
+// Every environment variable the agent reads is named in the reference's
+// agent section (docs/reference.md): the flags it stands in for say
+// "(env NAME)".
 func TestEveryEnvironmentVariableIsDocumented(t *testing.T) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "main.go", nil, 0)
@@ -91,17 +92,17 @@ func TestEveryEnvironmentVariableIsDocumented(t *testing.T) {
 	if len(read) < 5 {
 		t.Fatalf("found only %v: the search is broken", read)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	ref, err := os.ReadFile("../../docs/reference.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := regexp.MustCompile("(?s)## The agent \\(`mysqlha-agent`\\).*?\n## ").Find(readme)
+	section := regexp.MustCompile("(?s)## The agent \\(`mysqlha-agent`\\).*?(\n## |\\z)").Find(ref)
 	if section == nil {
-		t.Fatal("README has no section \"## The agent (`mysqlha-agent`)\"")
+		t.Fatal("docs/reference.md has no section \"## The agent (`mysqlha-agent`)\"")
 	}
 	for v := range read {
 		if !bytes.Contains(section, []byte("`"+v+"`")) && !bytes.Contains(section, []byte("env "+v)) {
-			t.Errorf("the agent reads $%s, and the README's agent section does not name it", v)
+			t.Errorf("the agent reads $%s, and the agent section of docs/reference.md does not name it", v)
 		}
 	}
 }

@@ -105,8 +105,8 @@ type options struct {
 }
 
 // defineFlags defines every flag of the agent on a new flag set, bound to o
-// and, for the bootstrap cluster config, to b. The README's flag reference
-// is rendered from it (TestREADMEFlags).
+// and, for the bootstrap cluster config, to b. The flag reference of
+// docs/reference.md is rendered from it (TestREADMEFlags).
 func defineFlags(o *options, b *dcs.Config) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("mysqlha-agent", pflag.ContinueOnError)
 	podIP := env("POD_IP", "127.0.0.1")

@@ -11,7 +11,7 @@ import (
 	"github.com/mysqlha/mysqlha/testenv/readmetest"
 )
 
-// TestREADMEFlags keeps the README's flag reference equal to the agent's
+// TestREADMEFlags keeps the flag reference (docs/reference.md) equal to the agent's
 // flags (-update-readme rewrites it).
 func TestREADMEFlags(t *testing.T) {
 	// Defaults from the downward API render as the variable they come from.
@@ -21,7 +21,7 @@ func TestREADMEFlags(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	b := dcs.DefaultConfig()
-	readmetest.Section(t, "agent-flags", flagTable(defineFlags(&options{}, &b)))
+	readmetest.SectionIn(t, "docs/reference.md", "agent-flags", flagTable(defineFlags(&options{}, &b)))
 }
 
 func flagTable(fs *pflag.FlagSet) string {

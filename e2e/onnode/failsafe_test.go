@@ -7,7 +7,7 @@ import (
 	"github.com/mysqlha/mysqlha/e2e/checker"
 )
 
-// Failsafe mode (README, "Failsafe mode") on the real node: the deployment
+// Failsafe mode (docs/reference.md, "Failsafe mode") on the real node: the deployment
 // keeps it off, so these scenarios switch it on at run time with agentctl
 // set-config and off again afterwards. While the API server (the DCS) is
 // out of reach, the primary stays writable only as long as every member

@@ -14,8 +14,8 @@ import (
 // on the same data. Another member takes the lock once the old one expires
 // (ttl) and promotes; the restarted old primary rejoins as a replica.
 // Async replication may lose the writes acknowledged in the last moment
-// before the kill that had not reached a replica (README, "What can be
-// lost"); the checker counts them.
+// before the kill that had not reached a replica (docs/fault-scenarios.md,
+// "What can be lost"); the checker counts them.
 func TestKillPrimaryPod(t *testing.T) {
 	scenario{
 		name:   "kill -9 of the primary pod",

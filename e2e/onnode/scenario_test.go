@@ -491,7 +491,7 @@ func wantPrimary(now corev1.Pod, name string) error {
 
 // asyncLossAllowance: in async mode a primary that dies without handing
 // over may take with it the writes it acknowledged in its last moment,
-// before a replica received them (README, "What can be lost"). The checker
+// before a replica received them (docs/fault-scenarios.md, "What can be lost"). The checker
 // counts them exactly; this bounds what the scenarios tolerate.
 const asyncLossAllowance = 20
 

@@ -1,6 +1,6 @@
 // Package readmetest keeps generated sections of the repository's README
-// equal to what the code defines (flags, metrics, settings), so that the
-// documentation cannot drift. Only tests import it.
+// and docs/ equal to what the code defines (flags, metrics, settings), so
+// that the documentation cannot drift. Only tests import it.
 package readmetest
 
 import (
@@ -12,13 +12,21 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update-readme", false, "rewrite the README's generated sections instead of failing")
+var update = flag.Bool("update-readme", false, "rewrite the generated sections of the README and docs/ instead of failing")
 
 // Section checks that the README section between "<!-- name:begin -->" and
 // "<!-- name:end -->" is want; with -update-readme it rewrites it.
 func Section(t *testing.T, name, want string) {
 	t.Helper()
-	path := readme(t)
+	SectionIn(t, "README.md", name, want)
+}
+
+// SectionIn is Section for file, a path from the module root (such as
+// docs/reference.md).
+func SectionIn(t *testing.T, file, name, want string) {
+	t.Helper()
+	root := filepath.Dir(readme(t))
+	path := filepath.Join(root, file)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +48,7 @@ func Section(t *testing.T, name, want string) {
 		return
 	}
 	t.Fatalf("the %s section of %s is out of date; run `go test -run '%s' ./%s -update-readme` to rewrite it.\n%s",
-		name, path, t.Name(), relDir(path), lineDiff(got, want))
+		name, path, t.Name(), relDir(root), lineDiff(got, want))
 }
 
 // readme is README.md at the module root, found upwards from the package
@@ -64,9 +72,9 @@ func readme(t *testing.T) string {
 }
 
 // relDir is the test's package directory relative to the module root.
-func relDir(readmePath string) string {
+func relDir(root string) string {
 	wd, _ := os.Getwd()
-	rel, err := filepath.Rel(filepath.Dir(readmePath), wd)
+	rel, err := filepath.Rel(root, wd)
 	if err != nil {
 		return "..."
 	}
