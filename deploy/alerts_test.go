@@ -147,6 +147,8 @@ func TestAlertRuleTestsCatchAWrongRule(t *testing.T) {
 			t.Errorf("%s: promtool test rules passed:\n%s", name, out)
 		} else if !strings.Contains(out, "FAILED") {
 			t.Errorf("%s: promtool failed without a failed test:\n%s", name, out)
+		} else {
+			t.Logf("%s: promtool test rules says:\n%s", name, out)
 		}
 	}
 }
