@@ -31,7 +31,7 @@ func TestAgentctlErrors(t *testing.T) {
 			{c.ctlArgs(), []string{"no command given"}},
 			{append(c.ctlArgs(), "frobnicate"), []string{`unknown command "frobnicate"`}},
 			{append(slices.Clone(dcs), "status"), []string{"--cluster is required"}},
-			{append(c.ctlArgs(), "status", "-o", "xml"), []string{`-o "xml"`, "table, json or yaml"}},
+			{append(c.ctlArgs(), "status", "-o", "xml"), []string{`-o "xml"`, "table, wide, json or yaml"}},
 			{append(c.ctlArgs(), "switchover", "--bogus"), []string{"flag provided but not defined: -bogus"}},
 			{append(c.ctlArgs(), "status", "extra"), []string{"unexpected arguments", "extra"}},
 			{append(c.ctlArgs(), "failover", "--force"), []string{"failover needs --to"}},
@@ -186,7 +186,7 @@ func TestAgentctlErrors(t *testing.T) {
 		r := c.Ctl("switchover", "--to", to.Name, "--force")
 		expectExit(t, r, 0)
 		r = c.Ctl("switchover", "--to", to.Name, "--force")
-		expectExit(t, r, 6, "already pending", `to "`+to.Name+`"`)
+		expectExit(t, r, 6, "already pending", "to "+to.Name, "agentctl switchover --cancel")
 		r = c.Ctl("switchover", "--force")
 		expectExit(t, r, 6, "already pending")
 		cs := c.CtlStatus()
