@@ -5,3 +5,9 @@ package dcs
 func (c *Cluster) ReinitPending(member string) bool {
 	return c.Reinit != nil && c.Reinit.Err == nil && c.Reinit.Member == member
 }
+
+// RestartPending reports whether a readable restart request names member:
+// its mysqld is about to go down, so it must not be chosen to lead.
+func (c *Cluster) RestartPending(member string) bool {
+	return c.Restart != nil && c.Restart.Err == nil && c.Restart.Member == member
+}

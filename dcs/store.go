@@ -107,6 +107,13 @@ type StateWriter interface {
 	// still version: ErrNotFound when none is pending, ErrConflict when it
 	// changed.
 	ClearReinit(ctx context.Context, version string) error
+	// RequestRestart stores a request to restart a member's mysqld if none
+	// is pending, else ErrExists.
+	RequestRestart(ctx context.Context, r Restart) error
+	// ClearRestart deletes the pending restart request if its version is
+	// still version: ErrNotFound when none is pending, ErrConflict when it
+	// changed.
+	ClearRestart(ctx context.Context, version string) error
 	// SetInitialized records the cluster's identity once: ErrExists when it
 	// is already recorded.
 	SetInitialized(ctx context.Context, init Initialized) error

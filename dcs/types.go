@@ -36,6 +36,9 @@ type Cluster struct {
 	// Reinit is the pending request to rebuild a member from a donor, nil
 	// when none.
 	Reinit *Reinit
+	// Restart is the pending request to restart a member's mysqld, nil
+	// when none.
+	Restart *Restart
 	// Initialized is the cluster's identity record, nil before bootstrap.
 	Initialized *Initialized
 	// History lists failovers, switchovers and config changes, oldest
@@ -67,7 +70,7 @@ func (c *Cluster) Member(name string) (Member, bool) {
 // act on one, so that a typo in a cluster's name is not silently obeyed.
 func (c *Cluster) Exists() bool {
 	return len(c.Members) > 0 || c.Leader != nil || c.ConfigVersion != "" || c.ConfigErr != nil ||
-		c.Initialized != nil || c.Switchover != nil || c.Reinit != nil || len(c.History) > 0 || len(c.Problems) > 0
+		c.Initialized != nil || c.Switchover != nil || c.Reinit != nil || c.Restart != nil || len(c.History) > 0 || len(c.Problems) > 0
 }
 
 // Leader is the leader lock record.
@@ -286,6 +289,9 @@ const (
 	// up on; From is the leader, To the target (when one was chosen),
 	// Reason why. agentctl switchover --wait reports it.
 	HistorySwitchoverRejected
+	// HistoryRestart: a member's mysqld restarted on request (agentctl
+	// restart); To is the member, Reason "done" or why it was not.
+	HistoryRestart
 	// HistoryOther: a kind this version does not know, written by a newer
 	// agent or agentctl. It is kept as stored (HistoryEntry.KindName), so
 	// that during a rolling upgrade an older agent neither reports the
@@ -294,7 +300,7 @@ const (
 )
 
 var historyNames = map[HistoryKind]string{HistoryFailover: "failover", HistorySwitchover: "switchover", HistoryConfig: "config", HistoryReinit: "reinit",
-	HistorySwitchoverRejected: "switchover-rejected"}
+	HistorySwitchoverRejected: "switchover-rejected", HistoryRestart: "restart"}
 
 // Valid reports whether k is one of the defined kinds.
 func (k HistoryKind) Valid() bool { _, ok := historyNames[k]; return ok }
@@ -382,6 +388,25 @@ type Reinit struct {
 	Reason string
 
 	// Version is set on read; pass it to ClearReinit.
+	Version string
+	// Err is non-nil (wrapping ErrCorrupt) when the stored request cannot be
+	// read; the request must then be ignored and cleared.
+	Err error
+}
+
+// Restart is a request to restart one member's mysqld (agentctl
+// restart): its agent shuts mysqld down cleanly and waits for its
+// supervisor to start it again. Never the lock holder: agentctl switches
+// over first, and a holder's agent refuses. One request is pending at a
+// time, so that a rolling restart takes one member down at a time.
+type Restart struct {
+	Member string
+	// RequestedAt is set from the writer's clock when zero. A mysqld that
+	// started after it has been restarted already (the agent crashed
+	// after the restart, before it cleared the request).
+	RequestedAt time.Time
+
+	// Version is set on read; pass it to ClearRestart.
 	Version string
 	// Err is non-nil (wrapping ErrCorrupt) when the stored request cannot be
 	// read; the request must then be ignored and cleared.

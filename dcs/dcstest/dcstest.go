@@ -80,6 +80,7 @@ func Run(t *testing.T, newEnv Factory) {
 	t.Run("DeleteMemberOnlyWhenGone", func(t *testing.T) { testDeleteMember(t, newEnv(t, 3)) })
 	t.Run("SwitchoverRoundTrip", func(t *testing.T) { testSwitchover(t, newEnv(t, 2)) })
 	t.Run("ReinitRoundTrip", func(t *testing.T) { testReinit(t, newEnv(t, 2)) })
+	t.Run("RestartRoundTrip", func(t *testing.T) { testRestart(t, newEnv(t, 2)) })
 	t.Run("InitializedOnce", func(t *testing.T) { testInitialized(t, newEnv(t, 2)) })
 	t.Run("HistoryBounded", func(t *testing.T) { testHistory(t, newEnv(t, 3)) })
 	t.Run("WatchFiresOnChange", func(t *testing.T) { testWatch(t, newEnv(t, 2)) })

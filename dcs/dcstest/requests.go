@@ -7,7 +7,7 @@ import (
 	"github.com/mysqlha/mysqlha/dcs"
 )
 
-// Requests the agents act on: switchover and reinit records.
+// Requests the agents act on: switchover, reinit and restart records.
 
 func testSwitchover(t *testing.T, e *Env) {
 	a, b := e.Stores[0], e.Stores[1]
@@ -61,5 +61,38 @@ func testReinit(t *testing.T, e *Env) {
 	c = waitFor(t, b, "reinit in history", func(c *dcs.Cluster) bool { return len(c.History) > 0 })
 	if h := c.History[len(c.History)-1]; h.Kind != dcs.HistoryReinit || h.From != "m1" || h.To != "m0" || h.Reason != "done" {
 		t.Fatalf("reinit history entry read as %+v", h)
+	}
+}
+
+// testRestart: a restart request is stored once, read back by every store,
+// cleared only at its version, independent of a reinit request, and
+// recorded in the history under its own kind.
+func testRestart(t *testing.T, e *Env) {
+	a, b := e.Stores[0], e.Stores[1]
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	must(t, "request restart", b.RequestRestart(ctxT(t), dcs.Restart{Member: "m1", RequestedAt: at}))
+	mustIs(t, "second request", a.RequestRestart(ctxT(t), dcs.Restart{Member: "m0"}), dcs.ErrExists)
+	must(t, "a reinit beside it", a.RequestReinit(ctxT(t), dcs.Reinit{Member: "m0"}))
+	c := waitFor(t, a, "restart pending", func(c *dcs.Cluster) bool { return c.Restart != nil && c.Reinit != nil })
+	got := c.Restart
+	if got.Member != "m1" || !got.RequestedAt.Equal(at) || got.Version == "" || got.Err != nil || !c.RestartPending("m1") || c.RestartPending("m0") {
+		t.Fatalf("restart read as %+v", got)
+	}
+	must(t, "clear the reinit", a.ClearReinit(ctxT(t), c.Reinit.Version))
+	mustIs(t, "clear with a wrong version", a.ClearRestart(ctxT(t), got.Version+"0"), dcs.ErrConflict)
+	must(t, "clear", a.ClearRestart(ctxT(t), got.Version))
+	mustIs(t, "clear again", a.ClearRestart(ctxT(t), got.Version), dcs.ErrNotFound)
+	waitFor(t, b, "restart cleared", func(c *dcs.Cluster) bool { return c.Restart == nil })
+	mustIs(t, "no member", a.RequestRestart(ctxT(t), dcs.Restart{}), dcs.ErrInvalid)
+	must(t, "request stamped by the writer", a.RequestRestart(ctxT(t), dcs.Restart{Member: "m0"}))
+	c = waitFor(t, b, "restart pending", func(c *dcs.Cluster) bool { return c.Restart != nil })
+	if c.Restart.Member != "m0" || c.Restart.RequestedAt.IsZero() {
+		t.Fatalf("restart stamped by the writer read as %+v", c.Restart)
+	}
+	h := dcs.HistoryEntry{Kind: dcs.HistoryRestart, To: "m0", At: at, Reason: "done"}
+	must(t, "record the restart", a.AppendHistory(ctxT(t), h))
+	c = waitFor(t, b, "restart in history", func(c *dcs.Cluster) bool { return len(c.History) > 0 })
+	if last := c.History[len(c.History)-1]; last.Kind != dcs.HistoryRestart || last.To != "m0" || last.Reason != "done" {
+		t.Fatalf("restart history entry read as %+v", last)
 	}
 }

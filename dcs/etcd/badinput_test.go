@@ -156,11 +156,13 @@ func testGarbageRecords(t *testing.T, cli *clientv3.Client) {
 	put(t, cli, p+"members/m3", `{"name":"m3","role":"replica","replication":"running","updated_at":"2025-01-01T00:00:00Z","api_url":"ftp://x","mysql_addr":"nohost"}`)
 	put(t, cli, p+"config", `{"ttl":"banana"}`)
 	put(t, cli, p+"switchover", `{"from":"m0","to":"m0","requested_at":"2025-01-01T00:00:00Z"}`)
+	put(t, cli, p+"restart", `{"member":"DB 1","requested_at":"2025-01-01T00:00:00Z"}`)
 	put(t, cli, p+"initialized", "\xff")
 	put(t, cli, p+"history", `{"not":"a list"}`)
-	c := waitCluster(t, a, "all garbage seen", func(c *dcs.Cluster) bool { return len(c.Problems) == 7 })
+	c := waitCluster(t, a, "all garbage seen", func(c *dcs.Cluster) bool { return len(c.Problems) == 8 })
 	for _, want := range []string{
 		p + "members/m1: member record is not valid JSON",
+		p + `restart: invalid restart request: dcs: invalid argument: restart member name "DB 1"`,
 		`record names member "m7", want "m2"`,
 		`api url "ftp://x" must be http(s)://host[:port]`,
 		p + `config: invalid config: ttl: time: invalid duration "banana"`,
@@ -181,6 +183,12 @@ func testGarbageRecords(t *testing.T, cli *clientv3.Client) {
 	if c.Switchover == nil || c.Switchover.Err == nil || c.Initialized == nil || c.Initialized.Err == nil {
 		t.Fatalf("unreadable switchover/initialized must be present with Err: %+v %+v", c.Switchover, c.Initialized)
 	}
+	if c.Restart == nil || !errors.Is(c.Restart.Err, dcs.ErrCorrupt) || c.RestartPending("DB 1") {
+		t.Fatalf("an unreadable restart request must be present with Err, and name no member: %+v", c.Restart)
+	}
+	if err := a.ClearRestart(ctx5(t), c.Restart.Version); err != nil {
+		t.Fatalf("clearing a corrupt restart request: %v", err)
+	}
 	if err := a.SetConfig(ctx5(t), dcs.DefaultConfig(), c.ConfigVersion); err != nil {
 		t.Fatalf("overwriting a corrupt config: %v", err)
 	}
@@ -193,7 +201,9 @@ func testGarbageRecords(t *testing.T, cli *clientv3.Client) {
 	if err := a.AppendHistory(ctx5(t), dcs.HistoryEntry{Kind: dcs.HistoryFailover, To: "m0", At: time.Now()}); err != nil {
 		t.Fatalf("appending to a corrupt history: %v", err)
 	}
-	waitCluster(t, a, "repaired", func(c *dcs.Cluster) bool { return len(c.Problems) == 4 && len(c.History) == 1 && c.Switchover == nil })
+	waitCluster(t, a, "repaired", func(c *dcs.Cluster) bool {
+		return len(c.Problems) == 4 && len(c.History) == 1 && c.Switchover == nil && c.Restart == nil
+	})
 }
 
 // delayProxy forwards loopback TCP to target, delaying every chunk from the

@@ -196,7 +196,7 @@ func (s *Store) Cluster(ctx context.Context) (*dcs.Cluster, error) {
 	c := &dcs.Cluster{Name: s.cluster, Config: s.lastConfig, ReadAt: now}
 	record.DecodeState(c, record.StoredState{
 		Config: s.storedLocked("config"), Switchover: s.storedLocked("switchover"),
-		Reinit:      s.storedLocked("reinit"),
+		Reinit: s.storedLocked("reinit"), Restart: s.storedLocked("restart"),
 		Initialized: s.storedLocked("initialized"), History: s.storedLocked("history"),
 	})
 	s.lastConfig = c.Config

@@ -10,6 +10,7 @@
 //	config          cluster config (JSON)
 //	switchover      pending switchover request (JSON)
 //	reinit          pending request to rebuild a member (JSON)
+//	restart         pending request to restart a member's mysqld (JSON)
 //	initialized     cluster identity (JSON)
 //	history         failover/switchover history (JSON list)
 //

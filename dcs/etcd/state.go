@@ -113,7 +113,7 @@ func (s *Store) ClearSwitchover(ctx context.Context, version string) error {
 }
 
 // clearRequest deletes the pending request of kind ("switchover",
-// "reinit") if its version is still version.
+// "reinit", "restart") if its version is still version.
 func (s *Store) clearRequest(ctx context.Context, kind, version string) error {
 	op := "clearing " + kind + " request"
 	if err := ctx.Err(); err != nil {
@@ -149,6 +149,21 @@ func (s *Store) RequestReinit(ctx context.Context, r dcs.Reinit) error {
 // ClearReinit implements dcs.Store.
 func (s *Store) ClearReinit(ctx context.Context, version string) error {
 	return s.clearRequest(ctx, "reinit", version)
+}
+
+// RequestRestart implements dcs.Store.
+func (s *Store) RequestRestart(ctx context.Context, r dcs.Restart) error {
+	const op = "requesting restart"
+	_, data, err := record.PrepareRestart(r, s.clock.Now())
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.createOnce(ctx, op, "restart", data, record.RestartExists)
+}
+
+// ClearRestart implements dcs.Store.
+func (s *Store) ClearRestart(ctx context.Context, version string) error {
+	return s.clearRequest(ctx, "restart", version)
 }
 
 // SetInitialized implements dcs.Store.

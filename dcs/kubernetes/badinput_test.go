@@ -228,13 +228,15 @@ func testGarbageRecords(t *testing.T, api *kubetest.APIServer, ns string) {
 			Annotations: map[string]string{
 				k8sdcs.ConfigAnnotation:      `{"ttl":"5s","loop_wait":"10s"}`,
 				k8sdcs.SwitchoverAnnotation:  `not json`,
+				k8sdcs.RestartAnnotation:     `{"member":"m1"}`,
 				k8sdcs.InitializedAnnotation: `{"cluster_id":""}`,
 				// Not a kind's name at all: a newer version's kind ("coup") would be kept.
 				k8sdcs.HistoryAnnotation: `[{"kind":"coup!","to":"m1","at":"2025-01-01T00:00:00Z"}]`,
 			}},
 	})
-	c := waitCluster(t, a, "all garbage seen", func(c *dcs.Cluster) bool { return len(c.Problems) == 7 })
+	c := waitCluster(t, a, "all garbage seen", func(c *dcs.Cluster) bool { return len(c.Problems) == 8 })
 	for _, want := range []string{
+		"annotation mysqlha.io/restart: invalid restart request: dcs: invalid argument: restart requested_at is missing",
 		"Lease " + ns + "/" + cluster + "-member-m1 annotation mysqlha.io/member: member record is not valid JSON",
 		`holderIdentity "m9" does not match the member name "m2"`,
 		`unknown role "emperor"`,
@@ -256,7 +258,13 @@ func testGarbageRecords(t *testing.T, api *kubetest.APIServer, ns string) {
 	if !errors.Is(c.ConfigErr, dcs.ErrCorrupt) {
 		t.Fatalf("ConfigErr %v, want the unreadable config flagged (a reader must not act on the defaults)", c.ConfigErr)
 	}
+	if c.Restart == nil || !errors.Is(c.Restart.Err, dcs.ErrCorrupt) || c.RestartPending("m1") {
+		t.Fatalf("an unreadable restart request must be present with Err, and not pending for its member: %+v", c.Restart)
+	}
 	// Every unreadable record can be repaired through the contract.
+	if err := a.ClearRestart(ctx5(t), c.Restart.Version); err != nil {
+		t.Fatalf("clearing a corrupt restart request: %v", err)
+	}
 	if err := a.SetConfig(ctx5(t), dcs.DefaultConfig(), c.ConfigVersion); err != nil {
 		t.Fatalf("overwriting a corrupt config: %v", err)
 	}
@@ -269,7 +277,9 @@ func testGarbageRecords(t *testing.T, api *kubetest.APIServer, ns string) {
 	if err := a.AppendHistory(ctx5(t), dcs.HistoryEntry{Kind: dcs.HistoryFailover, To: "m0", At: time.Now()}); err != nil {
 		t.Fatalf("appending to a corrupt history: %v", err)
 	}
-	waitCluster(t, a, "repaired", func(c *dcs.Cluster) bool { return len(c.Problems) == 4 && len(c.History) == 1 && c.Switchover == nil })
+	waitCluster(t, a, "repaired", func(c *dcs.Cluster) bool {
+		return len(c.Problems) == 4 && len(c.History) == 1 && c.Switchover == nil && c.Restart == nil
+	})
 }
 
 // testForbidden: the unprivileged user gets ErrForbidden naming the refused

@@ -19,6 +19,7 @@
 //	                                 record as JSON in annotation mysqlha.io/member
 //	Lease <cluster>-state            annotations mysqlha.io/config,
 //	                                 mysqlha.io/switchover, mysqlha.io/reinit,
+//	                                 mysqlha.io/restart,
 //	                                 mysqlha.io/initialized,
 //	                                 mysqlha.io/history (JSON each)
 //
@@ -98,6 +99,7 @@ const (
 	ConfigAnnotation      = "mysqlha.io/config"
 	SwitchoverAnnotation  = "mysqlha.io/switchover"
 	ReinitAnnotation      = "mysqlha.io/reinit"
+	RestartAnnotation     = "mysqlha.io/restart"
 	InitializedAnnotation = "mysqlha.io/initialized"
 	HistoryAnnotation     = "mysqlha.io/history"
 

@@ -38,7 +38,7 @@ func (s *Store) readState(c *dcs.Cluster, l *coordinationv1.Lease) {
 		return &record.Stored{Where: where(l) + " annotation " + key, Data: []byte(raw), Version: hashVersion(raw)}
 	}
 	st := record.StoredState{
-		Config: stored(ConfigAnnotation), Switchover: stored(SwitchoverAnnotation), Reinit: stored(ReinitAnnotation), Initialized: stored(InitializedAnnotation),
+		Config: stored(ConfigAnnotation), Switchover: stored(SwitchoverAnnotation), Reinit: stored(ReinitAnnotation), Restart: stored(RestartAnnotation), Initialized: stored(InitializedAnnotation),
 	}
 	if raw, ok := l.Annotations[HistoryAnnotation]; ok {
 		// No version: the history is appended to, never compared.
@@ -146,15 +146,21 @@ func (s *Store) createOnce(ctx context.Context, op, key string, data []byte, exi
 
 // ClearSwitchover implements dcs.Store.
 func (s *Store) ClearSwitchover(ctx context.Context, version string) error {
-	return s.updateState(ctx, "clearing switchover request", func(ann map[string]string) error {
-		cur, ok := ann[SwitchoverAnnotation]
+	return s.clearRequest(ctx, "switchover", SwitchoverAnnotation, version)
+}
+
+// clearRequest deletes the pending request of kind, stored in annotation,
+// if its version is still version.
+func (s *Store) clearRequest(ctx context.Context, kind, annotation, version string) error {
+	return s.updateState(ctx, "clearing "+kind+" request", func(ann map[string]string) error {
+		cur, ok := ann[annotation]
 		switch {
 		case !ok:
-			return fmt.Errorf("%w: no switchover request is pending", dcs.ErrNotFound)
+			return fmt.Errorf("%w: no %s request is pending", dcs.ErrNotFound, kind)
 		case hashVersion(cur) != version:
 			return fmt.Errorf("%w: request version is %q, caller expected %q", dcs.ErrConflict, hashVersion(cur), version)
 		}
-		delete(ann, SwitchoverAnnotation)
+		delete(ann, annotation)
 		return nil
 	})
 }
@@ -171,17 +177,22 @@ func (s *Store) RequestReinit(ctx context.Context, r dcs.Reinit) error {
 
 // ClearReinit implements dcs.Store.
 func (s *Store) ClearReinit(ctx context.Context, version string) error {
-	return s.updateState(ctx, "clearing reinit request", func(ann map[string]string) error {
-		cur, ok := ann[ReinitAnnotation]
-		switch {
-		case !ok:
-			return fmt.Errorf("%w: no reinit request is pending", dcs.ErrNotFound)
-		case hashVersion(cur) != version:
-			return fmt.Errorf("%w: request version is %q, caller expected %q", dcs.ErrConflict, hashVersion(cur), version)
-		}
-		delete(ann, ReinitAnnotation)
-		return nil
-	})
+	return s.clearRequest(ctx, "reinit", ReinitAnnotation, version)
+}
+
+// RequestRestart implements dcs.Store.
+func (s *Store) RequestRestart(ctx context.Context, r dcs.Restart) error {
+	const op = "requesting restart"
+	_, data, err := record.PrepareRestart(r, s.clock.Now())
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.createOnce(ctx, op, RestartAnnotation, data, record.RestartExists)
+}
+
+// ClearRestart implements dcs.Store.
+func (s *Store) ClearRestart(ctx context.Context, version string) error {
+	return s.clearRequest(ctx, "restart", RestartAnnotation, version)
 }
 
 // SetInitialized implements dcs.Store.

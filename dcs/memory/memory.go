@@ -57,6 +57,12 @@ type reinitRec struct {
 	rev  int64
 }
 
+type restartRec struct {
+	r    dcs.Restart
+	data []byte // r's encoding, for the refusal of a second request
+	rev  int64
+}
+
 type initializedRec struct {
 	in   dcs.Initialized
 	data []byte // in's encoding, for the refusal of a second record
@@ -75,6 +81,7 @@ type state struct {
 	config      *configRec
 	switchover  *switchoverRec
 	reinit      *reinitRec
+	restart     *restartRec
 	initialized *initializedRec
 	history     *historyRec
 }
@@ -96,6 +103,9 @@ func (st *state) revs() map[string]int64 {
 	}
 	if st.reinit != nil {
 		r["reinit"] = st.reinit.rev
+	}
+	if st.restart != nil {
+		r["restart"] = st.restart.rev
 	}
 	if st.initialized != nil {
 		r["initialized"] = st.initialized.rev

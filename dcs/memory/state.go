@@ -121,6 +121,38 @@ func (s *Store) ClearReinit(ctx context.Context, ver string) error {
 	})
 }
 
+// RequestRestart implements dcs.Store.
+func (s *Store) RequestRestart(ctx context.Context, r dcs.Restart) error {
+	const op = "requesting restart"
+	r, data, err := record.PrepareRestart(r, s.clock.Now())
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.srv.do(ctx, s, op, func(time.Time) (bool, error) {
+		if cur := s.srv.st.restart; cur != nil {
+			return false, record.RestartExists(cur.data)
+		}
+		s.srv.st.restart = &restartRec{r: r, data: data, rev: s.srv.nextRev()}
+		return true, nil
+	})
+}
+
+// ClearRestart implements dcs.Store.
+func (s *Store) ClearRestart(ctx context.Context, ver string) error {
+	return s.srv.do(ctx, s, "clearing restart request", func(time.Time) (bool, error) {
+		cur := s.srv.st.restart
+		if cur == nil {
+			return false, fmt.Errorf("%w: no restart request is pending", dcs.ErrNotFound)
+		}
+		if version(cur.rev) != ver {
+			return false, fmt.Errorf("%w: restart request version is %q, caller expected %q", dcs.ErrConflict, version(cur.rev), ver)
+		}
+		s.srv.st.restart = nil
+		s.srv.nextRev()
+		return true, nil
+	})
+}
+
 // SetInitialized implements dcs.Store.
 func (s *Store) SetInitialized(ctx context.Context, in dcs.Initialized) error {
 	const op = "recording cluster initialization"

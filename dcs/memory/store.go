@@ -186,6 +186,11 @@ func (s *Store) Cluster(ctx context.Context) (*dcs.Cluster, error) {
 		r.Version = version(v.reinit.rev)
 		c.Reinit = &r
 	}
+	if v.restart != nil {
+		r := v.restart.r
+		r.Version = version(v.restart.rev)
+		c.Restart = &r
+	}
 	if v.initialized != nil {
 		in := v.initialized.in
 		in.Version = version(v.initialized.rev)

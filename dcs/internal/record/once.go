@@ -46,6 +46,20 @@ func PrepareReinit(r dcs.Reinit, now time.Time) (dcs.Reinit, []byte, error) {
 	return r, data, nil
 }
 
+// PrepareRestart readies r for its create-once write as PrepareSwitchover
+// does for a switchover request.
+func PrepareRestart(r dcs.Restart, now time.Time) (dcs.Restart, []byte, error) {
+	if r.RequestedAt.IsZero() {
+		r.RequestedAt = now
+	}
+	r.Version, r.Err = "", nil
+	data, err := EncodeRestart(r)
+	if err != nil {
+		return dcs.Restart{}, nil, err
+	}
+	return r, data, nil
+}
+
 // PrepareInitialized readies in for its create-once write: At defaults to
 // now, the read-side fields are cleared, and the record must validate
 // (errors wrap dcs.ErrInvalid). It returns the record and its encoding.
@@ -71,6 +85,12 @@ func SwitchoverExists(stored []byte) error {
 // stored is pending.
 func ReinitExists(stored []byte) error {
 	return fmt.Errorf("%w: a reinit request is already pending (wait for it, or clear it with agentctl reinit MEMBER --cancel): %s", dcs.ErrExists, stored)
+}
+
+// RestartExists is the refusal of a restart request while the one encoded
+// as stored is pending.
+func RestartExists(stored []byte) error {
+	return fmt.Errorf("%w: a restart request is already pending (wait for it, or clear it with agentctl restart MEMBER --cancel): %s", dcs.ErrExists, stored)
 }
 
 // InitializedExists is the refusal of an initialized record while the one

@@ -404,6 +404,41 @@ func DecodeReinit(where string, b []byte) (dcs.Reinit, error) {
 	return r, nil
 }
 
+type restartJSON struct {
+	Member      string    `json:"member"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// ValidateRestart checks a request; errors wrap dcs.ErrInvalid.
+func ValidateRestart(r dcs.Restart) error {
+	errs := []error{dcs.ValidateName("restart member", r.Member)}
+	if r.RequestedAt.IsZero() {
+		errs = append(errs, fmt.Errorf("%w: restart requested_at is missing", dcs.ErrInvalid))
+	}
+	return errors.Join(errs...)
+}
+
+// EncodeRestart validates and encodes a restart request.
+func EncodeRestart(r dcs.Restart) ([]byte, error) {
+	if err := ValidateRestart(r); err != nil {
+		return nil, err
+	}
+	return json.Marshal(restartJSON{Member: r.Member, RequestedAt: r.RequestedAt.UTC()})
+}
+
+// DecodeRestart decodes a stored restart request.
+func DecodeRestart(where string, b []byte) (dcs.Restart, error) {
+	var j restartJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return dcs.Restart{}, corrupt(where, "restart request is not valid JSON", err)
+	}
+	r := dcs.Restart{Member: j.Member, RequestedAt: j.RequestedAt}
+	if err := ValidateRestart(r); err != nil {
+		return dcs.Restart{}, corrupt(where, "invalid restart request", err)
+	}
+	return r, nil
+}
+
 type initializedJSON struct {
 	ClusterID    string    `json:"cluster_id"`
 	FirstGTID    string    `json:"first_gtid,omitempty"`

@@ -17,11 +17,11 @@ type Stored struct {
 // StoredState holds the cluster-state records a backend found; a nil field
 // means that record is not stored.
 type StoredState struct {
-	Config, Switchover, Reinit, Initialized, History *Stored
+	Config, Switchover, Reinit, Restart, Initialized, History *Stored
 }
 
 // DecodeState fills the cluster-state fields of c (Config, ConfigErr,
-// ConfigVersion, Switchover, Initialized, History) from st, for the
+// ConfigVersion, Switchover, Reinit, Restart, Initialized, History) from st, for the
 // backends that store encoded records. c.Config must hold the fallback
 // config: the last valid one the store read, or dcs.DefaultConfig(). Each
 // unreadable record is appended to c.Problems and read as the safe value
@@ -58,6 +58,15 @@ func DecodeState(c *dcs.Cluster, st StoredState) {
 		}
 		ri.Version = r.Version
 		c.Reinit = &ri
+	}
+	if r := st.Restart; r != nil {
+		rs, err := DecodeRestart(r.Where, r.Data)
+		if err != nil {
+			c.Problems = append(c.Problems, err)
+			rs.Err = err
+		}
+		rs.Version = r.Version
+		c.Restart = &rs
 	}
 	if r := st.Initialized; r != nil {
 		in, err := DecodeInitialized(r.Where, r.Data)
