@@ -173,6 +173,8 @@ type serverMemory struct {
 	cannotKill     bool
 	// rebuild is the running rebuild of this member (agentctl reinit).
 	rebuild *rebuildRun
+	// restarting is the running restart of our mysqld (agentctl restart).
+	restarting *restartRun
 	// healing is self-healing's memory (heal.go).
 	healing healMemory
 	// stopping: the agent is in its last iterations (SIGTERM); the record
@@ -394,6 +396,13 @@ func (a *Agent) iterate(ctx context.Context, stopping bool) (redo bool) {
 	if a.handleReinit(ctx, cl) {
 		// Being rebuilt: no lock, no repointing; keep the record fresh.
 		a.publishStatus(o.obs, o.localErr, cl, failover.Action{Kind: failover.Idle, Reason: "rebuilding from a donor (agentctl reinit)"})
+		a.publishMember(ctx, cl, o.obs, o.localErr)
+		return false
+	}
+	if a.handleRestart(ctx, cl) {
+		// Restarting mysqld: no lock (a holder refuses), no repointing
+		// while it goes down and comes back.
+		a.publishStatus(o.obs, o.localErr, cl, failover.Action{Kind: failover.Idle, Reason: "restarting mysqld (agentctl restart)"})
 		a.publishMember(ctx, cl, o.obs, o.localErr)
 		return false
 	}

@@ -23,6 +23,7 @@ type Store interface {
 	ClearReinit(ctx context.Context, version string) error
 	// RequestReinit asks for a rebuild: the agent asks for its own (heal.go).
 	RequestReinit(ctx context.Context, r dcs.Reinit) error
+	ClearRestart(ctx context.Context, version string) error
 	SetInitialized(ctx context.Context, init dcs.Initialized) error
 	AppendHistory(ctx context.Context, e dcs.HistoryEntry) error
 	// Instance is this agent's instance id, carried in the lock and the

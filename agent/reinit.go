@@ -196,7 +196,7 @@ func (a *Agent) runRebuild(ctx context.Context, donor dcs.Member, pidFile string
 	if err := rb.Swap(); err != nil {
 		return err
 	}
-	conn, db, err := a.waitLocalUp(ctx)
+	conn, db, err := a.waitLocalUp(ctx, "mysqld to start on the rebuilt data (its supervisor starts it once the marker is gone)")
 	if err != nil {
 		return err
 	}
@@ -292,12 +292,12 @@ func (a *Agent) stopLocal(ctx context.Context, pidFile string) error {
 	})
 }
 
-// waitLocalUp waits for mysqld's supervisor to start it on the new data,
-// and returns a connection to it, which the caller closes.
-func (a *Agent) waitLocalUp(ctx context.Context) (Database, rebuildDB, error) {
+// waitLocalUp waits for mysqld's supervisor to start it (what names the
+// wait in a timeout's error), and returns a connection to it, which the caller closes.
+func (a *Agent) waitLocalUp(ctx context.Context, what string) (Database, rebuildDB, error) {
 	var conn Database
 	var got rebuildDB
-	err := a.poll(ctx, "mysqld to start on the rebuilt data (its supervisor starts it once the marker is gone)", func() bool {
+	err := a.poll(ctx, what, func() bool {
 		db, err := a.dial(ctx, a.local)
 		if err != nil {
 			return false

@@ -191,6 +191,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		}
 		fm := toCandidate(m, live, wantPeers)
 		fm.Rebuilding = fm.Rebuilding || cl.ReinitPending(m.Name)
+		fm.Restarting = fm.Restarting || cl.RestartPending(m.Name)
 		if p, ok := o.peers[m.Name]; ok {
 			fm.Observed, fm.Reachable, fm.Down = true, p.reachable, p.down
 			if p.reachable {

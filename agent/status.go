@@ -215,6 +215,9 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 		// point of no return finishes: nobody may hand over to us.
 		m.Tags[failover.TagRebuilding] = "from " + run.donor
 	}
+	if run := a.restarting; run != nil {
+		m.Tags[failover.TagRestarting] = "since " + run.since.UTC().Format(time.TimeOnly)
+	}
 	if ss := st.SemiSync; ss != nil && ss.Async {
 		m.Tags[failover.TagAsync] = "streams without acknowledging"
 	}

@@ -233,6 +233,7 @@ func candidate(cl *dcs.Cluster, name string) (failover.Member, error) {
 	}
 	fm := failover.FromRecord(m)
 	fm.Rebuilding = fm.Rebuilding || cl.ReinitPending(name)
+	fm.Restarting = fm.Restarting || cl.RestartPending(name)
 	return fm, nil
 }
 

@@ -99,6 +99,7 @@ func acknowledgers(names ...string) func(*Member) {
 	return func(m *Member) { m.Acknowledgers, m.AcknowledgersKnown = names, true }
 }
 func rebuilding(m *Member) { m.Rebuilding = true }
+func restarting(m *Member) { m.Restarting = true }
 func (b *snap) with(name string, f func(*Member)) *snap {
 	for i := range b.s.Members {
 		if b.s.Members[i].Name == name {
@@ -200,6 +201,12 @@ func TestDecide(t *testing.T) {
 			gtid("db3", "0-1-99").with("db2", rebuilding), Switchover, "db3", false, "agent stopping"},
 		{"stopping leader whose only replica is rebuilding releases", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().
 			drop("db3").with("db2", rebuilding), ReleaseLock, "", false, "no replica"},
+		{"restarting member does not race", cluster().expired().with("db2", restarting), Idle, "", false, "being restarted"},
+		{"restarting better member is passed over", cluster().expired().me("db3").gtid("db2", "0-1-150").with("db2", restarting), Acquire, "", false, "best"},
+		{"stopping leader does not hand over to a restarting replica", cluster().me("db1").deadlineIn(3*time.Second).primary().stopping().
+			gtid("db3", "0-1-99").with("db2", restarting), Switchover, "db3", false, "agent stopping"},
+		{"switchover to a restarting member is rejected", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("", "db2", 0).
+			with("db2", restarting), RejectSwitchover, "", false, "being restarted"},
 		{"switchover to a rebuilding member is rejected", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("", "db2", 0).
 			with("db2", rebuilding), RejectSwitchover, "", false, "being rebuilt"},
 		{"switchover to the best replica passes over a rebuilding one", cluster().me("db1").deadlineIn(3*time.Second).primary().switchover("db1", "", 0).

@@ -45,6 +45,10 @@ type Member struct {
 	// (agentctl reinit): a pending request names it, or its record carries
 	// TagRebuilding. Whatever it holds now is about to go.
 	Rebuilding bool
+	// Restarting: its mysqld is being restarted (agentctl restart): a
+	// pending request names it, or its record carries TagRestarting. Its
+	// data stays; its mysqld is about to go down, so it must not lead.
+	Restarting bool
 	// RecordStale: its DCS record has not been refreshed for longer than
 	// its writer promised (Fresh also turns false when its agent did not
 	// answer us just now).
@@ -93,6 +97,9 @@ const (
 	// backup (agentctl reinit); it says so after the request is cleared,
 	// while a rebuild past its point of no return finishes.
 	TagRebuilding = "rebuilding"
+	// TagRestarting is set while the agent restarts its mysqld on request
+	// (agentctl restart).
+	TagRestarting = "restarting"
 	// TagStopped is on the last record an agent writes as it stops
 	// (SIGTERM): no agent acts for the member until a new one starts, and
 	// that one need not wait the record out as a duplicate's.
@@ -105,7 +112,7 @@ const (
 // FromRecord is what a member's DCS record alone says of it: fresh unless
 // the store judged the record stale, healthy unless its role is unknown,
 // errant when TagErrant is set, asynchronous when TagAsync is,
-// rebuilding when TagRebuilding is, misconfigured as TagMisconfigured says. The agent overlays what it learns live
+// rebuilding when TagRebuilding is, restarting when TagRestarting is, misconfigured as TagMisconfigured says. The agent overlays what it learns live
 // (HTTP status, probes); agentctl has only the record.
 func FromRecord(m dcs.Member) Member {
 	acks, known := parseAcknowledgers(m.Tags)
@@ -115,6 +122,6 @@ func FromRecord(m dcs.Member) Member {
 		Priority: m.FailoverPriority, ReplicationBroken: m.Replication == dcs.ReplicationBroken,
 		Errant: m.Tags[TagErrant] != "", ErrantGTIDs: m.Tags[TagErrant], Executed: m.GTIDExecuted, Retrieved: m.GTIDRetrieved, Lag: m.Lag,
 		Async: m.Tags[TagAsync] != "", Primary: m.Role == dcs.RolePrimary, Misconfigured: m.Tags[TagMisconfigured],
-		Rebuilding: m.Tags[TagRebuilding] != "",
+		Rebuilding: m.Tags[TagRebuilding] != "", Restarting: m.Tags[TagRestarting] != "",
 	}
 }

@@ -48,6 +48,8 @@ func TestFromRecord(t *testing.T) {
 		{"empty errant tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagErrant: ""} }), want},
 		{"rebuilding tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagRebuilding: "from db3"} }),
 			wantWith(func(m *Member) { m.Rebuilding = true })},
+		{"restarting tag", with(func(m *dcs.Member) { m.Tags = map[string]string{TagRestarting: "since 10:00:00"} }),
+			wantWith(func(m *Member) { m.Restarting = true })},
 		{"lagging tag alone changes nothing", with(func(m *dcs.Member) { m.Tags = map[string]string{TagLagging: "over 30s"} }), want},
 	} {
 		if got := FromRecord(tc.in); !reflect.DeepEqual(got, tc.want) {

@@ -34,6 +34,8 @@ func Ineligibility(m Member, rules Rules) string {
 	case m.Rebuilding:
 		// Before the rest, since a rebuild also takes its mysqld down: say why.
 		return "it is being rebuilt (agentctl reinit)"
+	case m.Restarting:
+		return "its mysqld is being restarted (agentctl restart)"
 	case !m.Fresh:
 		return "its status is stale"
 	case !m.Healthy:

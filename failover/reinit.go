@@ -61,6 +61,8 @@ func ReinitDonor(cl *dcs.Cluster, target, donor string) (dcs.Member, error) {
 			return fmt.Errorf("%w: donor %s has errant transactions (%s)", ErrNoDonor, m.Name, fm.ErrantGTIDs)
 		case fm.Rebuilding || cl.ReinitPending(m.Name):
 			return fmt.Errorf("%w: donor %s is being rebuilt itself", ErrNoDonor, m.Name)
+		case fm.Restarting || cl.RestartPending(m.Name):
+			return fmt.Errorf("%w: donor %s is restarting its mysqld (agentctl restart)", ErrNoDonor, m.Name)
 		case holds(m.Name):
 			return nil
 		case m.Role != dcs.RoleReplica || m.Replication != dcs.ReplicationRunning:

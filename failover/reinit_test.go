@@ -29,7 +29,7 @@ func TestReinitDonor(t *testing.T) {
 		Members: []dcs.Member{{Name: "m0", Role: dcs.RolePrimary, APIURL: "http://m0"}, rep("m1", nil), rep("m2", lag(3*time.Second)),
 			rep("m3", lag(time.Second)), broken, stale,
 			rep("m6", lag(0), TagErrant, "0-6-1"), rep("m7", lag(0), TagRebuilding, "m1"), rep("m8", lag(time.Minute)),
-			rep("m9", lag(0), TagLagging, "true")},
+			rep("m9", lag(0), TagLagging, "true"), rep("m10", lag(0), TagRestarting, "since 10:00:00")},
 	}
 	for _, tc := range []struct {
 		target, donor, want string
@@ -41,10 +41,11 @@ func TestReinitDonor(t *testing.T) {
 		{target: "mx", donor: "m1", want: "m1"}, // unknown lag: not known to lag
 		{target: "mx", donor: "m4", err: ErrNoDonor},
 		{target: "mx", donor: "m5", err: ErrNoDonor},
-		{target: "mx", donor: "m6", err: ErrNoDonor}, // errant
-		{target: "mx", donor: "m7", err: ErrNoDonor}, // being rebuilt
-		{target: "mx", donor: "m8", err: ErrNoDonor}, // lags beyond maximum_lag_on_failover
-		{target: "mx", donor: "m9", err: ErrNoDonor}, // tagged lagging
+		{target: "mx", donor: "m6", err: ErrNoDonor},  // errant
+		{target: "mx", donor: "m7", err: ErrNoDonor},  // being rebuilt
+		{target: "mx", donor: "m10", err: ErrNoDonor}, // restarting
+		{target: "mx", donor: "m8", err: ErrNoDonor},  // lags beyond maximum_lag_on_failover
+		{target: "mx", donor: "m9", err: ErrNoDonor},  // tagged lagging
 		{target: "mx", donor: "nobody", err: ErrNoDonor},
 		{target: "m1", donor: "m1", err: dcs.ErrInvalid},
 	} {

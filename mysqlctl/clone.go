@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -30,6 +31,11 @@ func (d Dialect) Datadir() Statement { return stmt("SELECT @@datadir") }
 // Shutdown stops the server cleanly: SHUTDOWN (both flavors; needs the
 // SHUTDOWN privilege).
 func (d Dialect) Shutdown() Statement { return stmt("SHUTDOWN") }
+
+// Uptime reads how long the server has run: SHOW GLOBAL STATUS LIKE
+// 'Uptime' (both flavors). A restart (agentctl restart) compares it with
+// the request's time to tell a restart already done from one to do.
+func (d Dialect) Uptime() Statement { return stmt("SHOW GLOBAL STATUS LIKE 'Uptime'") }
 
 // SetReplicaPosition makes a rebuilt replica resume after the backup's
 // consistent point. MariaDB does not keep the donor's binary logs in a
@@ -97,6 +103,17 @@ func (i *Instance) Shutdown(ctx context.Context) error {
 		return i.wrap("shutting down", err)
 	}
 	return nil
+}
+
+// Uptime returns how long the server has run, to the second.
+func (i *Instance) Uptime(ctx context.Context) (time.Duration, error) {
+	var name string
+	var secs int64
+	s := i.dialect.Uptime()
+	if err := i.db.QueryRowContext(ctx, s.SQL, s.Args...).Scan(&name, &secs); err != nil {
+		return 0, i.wrap("reading uptime", err)
+	}
+	return time.Duration(secs) * time.Second, nil
 }
 
 // SetReplicaPosition runs Dialect.SetReplicaPosition.

@@ -43,8 +43,8 @@ func TestCloneStatements(t *testing.T) {
 		t.Fatalf("MySQL position after a clone: %v, want none (gtid_executed is cloned)", got)
 	}
 	for _, d := range []Dialect{my, maria} {
-		if d.Shutdown().SQL != "SHUTDOWN" || d.Datadir().SQL != "SELECT @@datadir" {
-			t.Fatalf("%v: shutdown %q, datadir %q", d.Server.Flavor, d.Shutdown().SQL, d.Datadir().SQL)
+		if d.Shutdown().SQL != "SHUTDOWN" || d.Datadir().SQL != "SELECT @@datadir" || d.Uptime().SQL != "SHOW GLOBAL STATUS LIKE 'Uptime'" {
+			t.Fatalf("%v: shutdown %q, datadir %q, uptime %q", d.Server.Flavor, d.Shutdown().SQL, d.Datadir().SQL, d.Uptime().SQL)
 		}
 	}
 }

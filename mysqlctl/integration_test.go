@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -447,6 +448,39 @@ func TestResetBinaryLogs(t *testing.T) {
 	}
 	if got := executed(t, inst); got != "" {
 		t.Fatalf("after reset: executed %q, want empty", got)
+	}
+}
+
+// SHUTDOWN stops the server, and Uptime restarts from zero with it:
+// agentctl restart does the one and tells a restart already done by the
+// other.
+func TestShutdownAndUptime(t *testing.T) {
+	s := mysqltest.Start(t, 1)[0]
+	ctx := ctxT(t, 60*time.Second)
+	time.Sleep(5 * time.Second) // Uptime counts whole seconds; a restart takes about 2
+	inst := connect(t, s)
+	before, err := inst.Uptime(ctx)
+	if err != nil || before < 4*time.Second {
+		t.Fatalf("uptime of a server up for 5 s: %v, %v", before, err)
+	}
+	if err := inst.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		conn, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+		if err != nil {
+			break
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("mysqld still runs 30 s after SHUTDOWN")
+		}
+	}
+	s.Stop() // reaps the exited process
+	s.Restart(t)
+	after, err := connect(t, s).Uptime(ctx)
+	if err != nil || after >= before {
+		t.Fatalf("uptime after a restart: %v, %v; before it %v", after, err, before)
 	}
 }
 
