@@ -29,6 +29,8 @@ type Store interface {
 	DeleteMember(ctx context.Context, name string) error
 	RequestReinit(ctx context.Context, r dcs.Reinit) error
 	ClearReinit(ctx context.Context, version string) error
+	RequestRestart(ctx context.Context, r dcs.Restart) error
+	ClearRestart(ctx context.Context, version string) error
 }
 
 var _ Store = dcs.Store(nil)
@@ -281,10 +283,7 @@ func (c *CLI) Switchover(ctx context.Context, o SwitchoverOptions) error {
 			return fail(ExitUnhealthy, "%s cannot take over: %s", o.To, why)
 		}
 	}
-	target := o.To
-	if target == "" {
-		target = "the best replica"
-	}
+	target := orBest(o.To)
 	when := ""
 	if !o.At.IsZero() {
 		when = " at " + o.At.Format(time.RFC3339)

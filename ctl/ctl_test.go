@@ -409,6 +409,7 @@ func TestMemberState(t *testing.T) {
 		{dcs.Member{Tags: map[string]string{"rebuilding": "from db3", "errant": "0-1-9"}}, "rebuilding from db3"},
 		{dcs.Member{Tags: map[string]string{"errant": "0-1-9"}, Replication: dcs.ReplicationRunning}, "errant"},
 		{dcs.Member{Replication: dcs.ReplicationRunning}, "streaming"},
+		{dcs.Member{Tags: map[string]string{"restarting": "since 03:04:05"}, Replication: dcs.ReplicationStopped}, "restarting since 03:04:05"},
 	} {
 		if got := memberState(tc.m); got != tc.want {
 			t.Errorf("memberState(%+v) = %q, want %q", tc.m, got, tc.want)

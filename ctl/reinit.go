@@ -70,7 +70,7 @@ func (c *CLI) Reinit(ctx context.Context, o ReinitOptions) error {
 			return err
 		}
 	}
-	before := lastReinit(cl, o.Member)
+	before := lastOutcome(cl, dcs.HistoryReinit, o.Member)
 	wctx, wcancel := c.bounded(ctx)
 	defer wcancel()
 	// The agent re-checks the donor when it starts; naming the one judged
@@ -84,7 +84,9 @@ func (c *CLI) Reinit(ctx context.Context, o ReinitOptions) error {
 	c.say("Reinit requested: %s from %s\n", o.Member, donor.Name)
 	r := Result{Command: "reinit", Member: o.Member, From: donor.Name, Message: "reinit requested"}
 	if o.Wait {
-		if err := c.waitReinit(ctx, o.Member, before, o.Timeout); err != nil {
+		if err := c.waitOutcome(ctx, outcomeWait{kind: dcs.HistoryReinit, member: o.Member, before: before, timeout: o.Timeout,
+			doing: "rebuilding", done: "rebuilt", failed: func(reason string) bool { return strings.HasPrefix(reason, "failed") },
+			pending: func(cl *dcs.Cluster) bool { return cl.Reinit != nil && cl.Reinit.Member == o.Member }}); err != nil {
 			return err
 		}
 		r.Message = o.Member + " was rebuilt and streams from the leader"
@@ -109,48 +111,3 @@ func (c *CLI) cancelReinit(ctx context.Context, cl *dcs.Cluster, member string) 
 	return c.finish(Result{Command: "reinit", Member: cl.Reinit.Member, Message: "reinit withdrawn"})
 }
 
-// lastReinit is the newest reinit history entry of member; zero if none.
-func lastReinit(cl *dcs.Cluster, member string) dcs.HistoryEntry {
-	var last dcs.HistoryEntry
-	for _, e := range cl.History {
-		if e.Kind == dcs.HistoryReinit && e.To == member {
-			last = e
-		}
-	}
-	return last
-}
-
-// waitReinit waits for the agent's outcome in the history (an entry newer
-// than before), then, on success, for the member to stream from the leader.
-func (c *CLI) waitReinit(ctx context.Context, member string, before dcs.HistoryEntry, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	start := time.Now()
-	done := false
-	for {
-		cl, err := c.Store.Cluster(ctx)
-		if err == nil {
-			pending := cl.Reinit != nil && cl.Reinit.Member == member
-			if e := lastReinit(cl, member); !done && e.At.After(before.At) {
-				failed := strings.HasPrefix(e.Reason, "failed")
-				// A failure is reported once the agent has also cleared the
-				// request, so that a retry is not refused as still pending.
-				if failed && !pending {
-					return fail(ExitRejected, "rebuilding %s %s; see its agent's log and Events", member, e.Reason)
-				}
-				done = !failed
-			}
-			if m, ok := cl.Member(member); done && ok && !m.Stale && m.Role == dcs.RoleReplica && m.Replication == dcs.ReplicationRunning {
-				c.say("%s was rebuilt and streams from the leader (after %s)\n", member, time.Since(start).Round(time.Millisecond))
-				return nil
-			}
-			if !done && !pending {
-				// The agent records the outcome before it clears the request.
-				return fail(ExitRejected, "the reinit request of %s was withdrawn", member)
-			}
-		}
-		if !c.waitChange(ctx) {
-			return fail(ExitTimeout, "timed out after %s waiting for %s to be rebuilt", timeout, member)
-		}
-	}
-}

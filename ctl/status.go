@@ -128,6 +128,8 @@ func memberState(m dcs.Member) string {
 		return "stale"
 	case m.Tags[failover.TagRebuilding] != "":
 		return "rebuilding " + m.Tags[failover.TagRebuilding] // "from <donor>"
+	case m.Tags[failover.TagRestarting] != "":
+		return "restarting " + m.Tags[failover.TagRestarting] // "since <time>"
 	case m.Tags[failover.TagErrant] != "":
 		return "errant"
 	case m.Replication == dcs.ReplicationBroken:

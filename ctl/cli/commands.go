@@ -61,7 +61,7 @@ func (a *app) command(use, short, example string, shape argShape, run func(conte
 func (a *app) commands() []*cobra.Command {
 	return []*cobra.Command{a.statusCommand(), a.switchoverCommand(), a.failoverCommand(),
 		a.pauseCommand(), a.resumeCommand(), a.historyCommand(), a.showConfigCommand(), a.setConfigCommand(),
-		a.editConfigCommand(), a.describeCommand(), a.removeCommand(), a.reinitCommand(), a.versionCommand(), a.reportCommand(),
+		a.editConfigCommand(), a.describeCommand(), a.removeCommand(), a.reinitCommand(), a.restartCommand(), a.versionCommand(), a.reportCommand(),
 		a.fenceCommand(true), a.fenceCommand(false)}
 }
 
@@ -249,6 +249,25 @@ func (a *app) reinitCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&o.Cancel, "cancel", false, "withdraw the pending request for MEMBER instead")
 	w.addFor(cmd, true, 10*time.Minute) // a backup's copy takes minutes per 10 GB
 	cmd.Flags().Lookup("wait").Usage = "wait until the member is rebuilt and streams from the leader"
+	return cmd
+}
+
+func (a *app) restartCommand() *cobra.Command {
+	var w waitFlags
+	o := ctl.RestartOptions{}
+	cmd := a.command("restart [CLUSTER] MEMBER", "restart a member's mysqld safely: a replica at once, the leader after a switchover",
+		"agentctl --cluster=demo restart MEMBER [--to=NEW_LEADER] [--force] [--wait]\nagentctl --cluster=demo restart MEMBER --cancel", clusterMember,
+		func(ctx context.Context, c *ctl.CLI, args []string) error {
+			o.Member, o.Wait, o.Timeout = args[0], w.wait, w.timeout
+			return c.Restart(ctx, o)
+		})
+	cmd.Flags().StringVar(&o.To, "to", "", "when MEMBER leads: the member that takes over first (default: the leader's best replica)")
+	cmd.RegisterFlagCompletionFunc("to", a.completeMember)
+	cmd.Flags().BoolVar(&o.Force, "force", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&o.Cancel, "cancel", false, "withdraw the pending request for MEMBER instead")
+	w.addFor(cmd, true, 5*time.Minute) // a large buffer pool takes a while to flush and to warm
+	cmd.Flags().Lookup("wait-timeout").Usage = "how long the switchover first (when MEMBER leads), and --wait, may take"
+	cmd.Flags().Lookup("wait").Usage = "wait until the member's mysqld is back and streams from the leader"
 	return cmd
 }
 
