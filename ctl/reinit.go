@@ -110,4 +110,3 @@ func (c *CLI) cancelReinit(ctx context.Context, cl *dcs.Cluster, member string) 
 	c.say("Reinit of %s withdrawn\n", cl.Reinit.Member)
 	return c.finish(Result{Command: "reinit", Member: cl.Reinit.Member, Message: "reinit withdrawn"})
 }
-

@@ -150,7 +150,9 @@ func TestRestartOfTheLeaderSwitchesOverFirst(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	done := make(chan error, 1)
-	go func() { done <- f.cli.Restart(ctx, RestartOptions{Member: "db1", Force: true, Timeout: 5 * time.Second}) }()
+	go func() {
+		done <- f.cli.Restart(ctx, RestartOptions{Member: "db1", Force: true, Timeout: 5 * time.Second})
+	}()
 	waitFor(t, func() bool { return mustCluster(t, f).Switchover != nil })
 	cl := mustCluster(t, f)
 	if sw := cl.Switchover; sw.From != "db1" || sw.To != "" {
@@ -178,7 +180,9 @@ func TestRestartOfTheLeaderSwitchesOverFirst(t *testing.T) {
 
 	// db2 now leads; it refuses the hand-over: no restart is requested.
 	f.stores["agentctl"].ClearRestart(ctx, mustCluster(t, f).Restart.Version)
-	go func() { done <- f.cli.Restart(ctx, RestartOptions{Member: "db2", To: "db3", Force: true, Timeout: 5 * time.Second}) }()
+	go func() {
+		done <- f.cli.Restart(ctx, RestartOptions{Member: "db2", To: "db3", Force: true, Timeout: 5 * time.Second})
+	}()
 	waitFor(t, func() bool { return mustCluster(t, f).Switchover != nil })
 	f.stores["db2"].ClearSwitchover(ctx, mustCluster(t, f).Switchover.Version)
 	err := <-done
