@@ -21,8 +21,8 @@ import (
 //
 // Safe after a crash at any line: the request stays until the agent has
 // recorded the outcome and cleared it, and a mysqld that started after the
-// request was made has been restarted already, so a new agent only waits
-// for it to answer.
+// request was made has been restarted already (restartedAfterMargin), so
+// a new agent only waits for it to answer.
 
 // restartRun is a restart in progress.
 type restartRun struct {
@@ -79,8 +79,16 @@ func (a *Agent) handleRestart(ctx context.Context, cl *dcs.Cluster) bool {
 	return true
 }
 
+// restartedAfterMargin is how much later than the request a mysqld must
+// have started to count as restarted already: Uptime has a resolution of
+// a second, and the request's time is agentctl's clock, which may run
+// behind ours by the rest. A restart that came back sooner is done again
+// if its agent crashed, which costs a second restart, never a skipped one
+// (unless agentctl's clock is behind by more than 4 s).
+const restartedAfterMargin = 5 * time.Second
+
 // runRestart shuts mysqld down and waits for it to answer again, unless it
-// started after requestedAt: then a previous agent already restarted it.
+// started well after requestedAt: then a previous agent restarted it.
 func (a *Agent) runRestart(ctx context.Context, requestedAt time.Time, pidFile string) error {
 	if db, err := a.dial(ctx, a.local); err == nil {
 		up, ok := db.(uptimeDB)
@@ -89,7 +97,7 @@ func (a *Agent) runRestart(ctx context.Context, requestedAt time.Time, pidFile s
 			uptime, err = up.Uptime(ctx)
 		}
 		closeDB(db)
-		if ok && err == nil && a.clock.Now().Add(-uptime).After(requestedAt) {
+		if ok && err == nil && a.clock.Now().Add(-uptime).After(requestedAt.Add(restartedAfterMargin)) {
 			a.log.Info("mysqld started after the restart request: restarted already", zap.Duration("uptime", uptime))
 			return nil
 		}

@@ -131,6 +131,12 @@ func purgeBinlogs(t *testing.T, p *Member) {
 // and the reinit marker is gone; the channel yields the restart count when
 // ctx ends.
 func superviseMySQL(ctx context.Context, t *testing.T, m *Member) <-chan int {
+	return superviseMySQLThen(ctx, t, m, nil)
+}
+
+// superviseMySQLThen is superviseMySQL that calls beforeStart, when not
+// nil, each time before it starts mysqld again.
+func superviseMySQLThen(ctx context.Context, t *testing.T, m *Member, beforeStart func()) <-chan int {
 	res := make(chan int, 1)
 	marker := filepath.Join(m.Server.Dir, "data", backup.MarkerFile)
 	go func() {
@@ -146,6 +152,9 @@ func superviseMySQL(ctx context.Context, t *testing.T, m *Member) <-chan int {
 				continue // the supervisor's wait: the agent is swapping
 			}
 			m.Server.Stop() // reaps the exited process's handle
+			if beforeStart != nil {
+				beforeStart()
+			}
 			if err := m.Server.Start(); err != nil {
 				t.Errorf("restarting %s's mysqld: %v", m.Name, err)
 				return

@@ -76,3 +76,70 @@ func agentctl(c *cluster, args ...string) (*exec.Cmd, error) {
 	global := []string{"--dcs=kubernetes", "--kubeconfig=" + kubeconfig, "--namespace=" + namespace, "--cluster=" + clusterName}
 	return exec.Command(agentctlBin, append(global, args...)...), nil
 }
+
+// agentctl restart of the primary under the write load: the primary hands
+// over first (a switchover), then its agent shuts mysqld down and the
+// kubelet restarts the server container, once; nothing is lost, writes
+// pause only for the hand-over, and the old primary streams again.
+func TestRestartPrimaryUnderLoad(t *testing.T) {
+	var (
+		done    chan struct{} // closed when this trial's agentctl returned
+		before  int32         // the server container's restarts before it
+		stopped string        // the primary whose mysqld restarts
+	)
+	scenario{
+		name:   "agentctl restart of the primary under load",
+		leader: otherLeader,
+		inject: func(tr *trial) error {
+			stopped, before, done = tr.primary.Name, serverRestarts(tr.primary), make(chan struct{})
+			cmd, err := agentctl(tr.c, "restart", stopped, "--force", "--wait", "--wait-timeout=3m")
+			if err != nil {
+				return err
+			}
+			tr.at = time.Now()
+			go func() {
+				defer close(done)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					tr.fail("agentctl restart: %v: %s", err, out)
+				}
+			}()
+			return nil
+		},
+		verify: func(tr *trial, now corev1.Pod) error {
+			select {
+			case <-done:
+			case <-time.After(3 * time.Minute):
+				return fmt.Errorf("agentctl restart %s --wait did not return in 3 min", stopped)
+			}
+			if now.Name == stopped {
+				return fmt.Errorf("%s still leads: it must hand over before its restart", stopped)
+			}
+			ctx := context.Background()
+			if n := serverRestarts(tr.c.podNamed(ctx, stopped)); n != before+1 {
+				return fmt.Errorf("%s's server container restarted %d times during the trial, want once", stopped, n-before)
+			}
+			var last historyEntry
+			for _, e := range tr.c.history(ctx) {
+				if e.Kind == "restart" && e.To == stopped {
+					last = e
+				}
+			}
+			if last.Reason != "done" {
+				return fmt.Errorf("the history's last restart of %s is %+v, want reason done", stopped, last)
+			}
+			tr.note("%s's mysqld restarted once by the kubelet", stopped)
+			return nil
+		},
+		expect: checker.Expect{MaxOutage: 5 * time.Second},
+	}.run(t)
+}
+
+// serverRestarts is the restart count of p's server container.
+func serverRestarts(p corev1.Pod) int32 {
+	for _, st := range p.Status.ContainerStatuses {
+		if st.Name == "mariadb" {
+			return st.RestartCount
+		}
+	}
+	return 0
+}
