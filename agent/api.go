@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,6 +90,19 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 // (the kubelet's probes, load balancers, the preStop hook); the others
 // serve data or change state and need authentication (apiauth.Guard).
 var HealthPaths = []string{"/healthz", "/readyz", "/primary", "/replica", "/lock"}
+
+// HealthOnly serves HealthPaths from h and 404 for anything else: the
+// plain-HTTP listener (--health-listen) beside an API that serves TLS,
+// for what cannot speak TLS (the preStop hook's bash).
+func HealthOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(HealthPaths, r.URL.Path) {
+			http.Error(w, r.URL.Path+" is not served here: this listener (--health-listen) serves only "+strings.Join(HealthPaths, ", "), http.StatusNotFound)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 func (a *Agent) isPrimary(st MemberStatus) bool {
 	return st.Role == roleName(dcs.RolePrimary) && st.HoldsLock && st.Writable

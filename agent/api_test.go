@@ -42,3 +42,29 @@ func TestLoadBalancerChecks(t *testing.T) {
 		}
 	}
 }
+
+// The plain-HTTP health listener (--health-listen) answers the health
+// checks, and nothing that serves data or changes state: it has no
+// authentication.
+func TestHealthOnlyServesTheHealthChecksAlone(t *testing.T) {
+	h := HealthOnly(fuzzAgent(t).Handler(prometheus.NewRegistry()))
+	for _, path := range HealthPaths {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code == http.StatusNotFound {
+			t.Errorf("GET %s: 404, want the health check's answer", path)
+		}
+	}
+	for _, req := range []*http.Request{
+		httptest.NewRequest(http.MethodGet, "/status", nil),
+		httptest.NewRequest(http.MethodGet, "/metrics", nil),
+		httptest.NewRequest(http.MethodGet, "/clone?member=db2", nil),
+		httptest.NewRequest(http.MethodPost, "/failsafe", strings.NewReader(`{"leader":"db2","instance":"0123456789abcdef"}`)),
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "serves only /healthz") {
+			t.Errorf("%s %s: %d %q, want 404 naming what is served", req.Method, req.URL, rec.Code, rec.Body)
+		}
+	}
+}

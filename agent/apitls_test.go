@@ -74,6 +74,7 @@ func TestAPITLSFilesBadInput(t *testing.T) {
 		"ca alone":         {CA: certs.CA},
 		"missing cert":     {Cert: "/nonexistent.pem", Key: certs.ServerKey},
 		"ca not a cert":    {Cert: certs.ServerCert, Key: certs.ServerKey, CA: certs.ServerKey},
+		"name without ca":  {Cert: certs.ServerCert, Key: certs.ServerKey, ServerName: "mysqlha-agent"},
 	} {
 		if _, err := f.Server(); err == nil {
 			t.Errorf("%s: Server() accepted %+v", name, f)
@@ -81,5 +82,44 @@ func TestAPITLSFilesBadInput(t *testing.T) {
 	}
 	if cfg, err := (apitls.Files{}).Server(); cfg != nil || err != nil {
 		t.Errorf("no files: %v %v, want plain HTTP", cfg, err)
+	}
+}
+
+// TestAPITLSServerName: peers' API URLs carry pod IPs, which no
+// certificate made in advance names; with --api-tls-server-name a member
+// verifies its peers by that name instead, and still refuses a
+// certificate for any other name.
+func TestAPITLSServerName(t *testing.T) {
+	certs, err := testcerts.Write(t.TempDir(), "mysqlha-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverCfg, err := apitls.Files{Cert: certs.ServerCert, Key: certs.ServerKey, CA: certs.CA}.Server()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(fuzzAgent(t).Handler(prometheus.NewRegistry()))
+	srv.TLS = serverCfg
+	srv.StartTLS()
+	defer srv.Close()
+	get := func(name string) error {
+		cfg, err := apitls.Files{Cert: certs.ServerCert, Key: certs.ServerKey, CA: certs.CA, ServerName: name}.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}).Get(srv.URL + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := get(""); err == nil {
+		t.Error("a certificate for mysqlha-agent was accepted for 127.0.0.1 without --api-tls-server-name")
+	}
+	if err := get("mysqlha-agent"); err != nil {
+		t.Errorf("with --api-tls-server-name=mysqlha-agent: %v", err)
+	}
+	if err := get("another-name"); err == nil {
+		t.Error("a certificate for mysqlha-agent was accepted as another-name")
 	}
 }

@@ -85,6 +85,7 @@ type options struct {
 	etcdEndpoints, etcdPrefix string
 	etcd                      connect.EtcdSecurity
 	apiTLS                    apitls.Files
+	healthListen              string
 	apiTokenFile              string
 	apiInsecure               bool
 	apiGuard                  apiauth.Guard
@@ -140,6 +141,8 @@ func defineFlags(o *options, b *dcs.Config) *pflag.FlagSet {
 	fs.StringVar(&o.apiTLS.Cert, "api-tls-cert", "", "serve the HTTP API over TLS with this certificate (with --api-tls-key); it also authenticates this member to its peers")
 	fs.StringVar(&o.apiTLS.Key, "api-tls-key", "", "key of --api-tls-cert")
 	fs.StringVar(&o.apiTLS.CA, "api-tls-ca", "", "CA that verifies peers' API certificates, and the client certificate POST /failsafe requires")
+	fs.StringVar(&o.apiTLS.ServerName, "api-tls-server-name", "", "the name peers' API certificates must carry, whatever host their API URL names (pod IPs); needs --api-tls-ca")
+	fs.StringVar(&o.healthListen, "health-listen", "", "also serve the health checks alone ("+strings.Join(agent.HealthPaths, ", ")+") over plain HTTP here, e.g. 127.0.0.1:8009, for what cannot speak TLS (the preStop hook)")
 	fs.StringVar(&o.apiTokenFile, "api-token-file", env("MYSQLHA_API_TOKEN_FILE", ""), "file holding the cluster's API token, the same for every member (a Secret): peers send it, and every endpoint but the health checks requires it (env MYSQLHA_API_TOKEN_FILE)")
 	fs.BoolVar(&o.apiInsecure, "api-insecure", false, "serve the HTTP API, backups included, to anyone: only for a test on one machine")
 	fs.StringVar(&o.cfg.APIURL, "advertise-api-url", env("MYSQLHA_ADVERTISE_API_URL", "http://"+net.JoinHostPort(podIP, "8008")), "URL where peers reach this agent's API (env MYSQLHA_ADVERTISE_API_URL; the default's address is env POD_IP)")
@@ -370,10 +373,19 @@ func run(args []string, stdout io.Writer) error {
 		ln = tls.NewListener(ln, serverTLS)
 	}
 	// The health checks stay open for the kubelet and load balancers.
-	api := o.apiGuard.Protect(a.Handler(reg), agent.HealthPaths...)
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
+	handler := a.Handler(reg)
+	srv := &http.Server{Handler: o.apiGuard.Protect(handler, agent.HealthPaths...), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
+	if o.healthListen != "" {
+		hln, err := net.Listen("tcp", o.healthListen)
+		if err != nil {
+			return fmt.Errorf("--health-listen %s: %w", o.healthListen, err)
+		}
+		health := &http.Server{Handler: agent.HealthOnly(handler), ReadHeaderTimeout: 5 * time.Second}
+		go health.Serve(hln)
+		defer health.Close()
+	}
 	log.Info("agent started", zap.String("api", ln.Addr().String()), zap.String("dcs", o.dcsKind),
 		zap.String("version", version.Get()))
 	return a.Run(ctx)

@@ -12,9 +12,14 @@ import (
 	"github.com/mysqlha/mysqlha/internal/pemfiles"
 )
 
-// Files are the PEM files of --api-tls-cert, --api-tls-key and --api-tls-ca.
+// Files are the PEM files of --api-tls-cert, --api-tls-key and
+// --api-tls-ca, and --api-tls-server-name.
 type Files struct {
 	Cert, Key, CA string
+	// ServerName, when set, is the name a peer's certificate must carry,
+	// whatever host its API URL names: the URLs carry pod IPs, which
+	// change, so one certificate for a fixed name serves every member.
+	ServerName string
 }
 
 // Enabled reports whether the API serves TLS.
@@ -26,6 +31,9 @@ func (f Files) check() error {
 	}
 	if f.CA != "" && f.Cert == "" {
 		return errors.New("--api-tls-ca needs --api-tls-cert and --api-tls-key")
+	}
+	if f.ServerName != "" && f.CA == "" {
+		return errors.New("--api-tls-server-name needs --api-tls-ca: the name is checked on certificates that CA signed")
 	}
 	return nil
 }
@@ -44,11 +52,11 @@ func (f Files) Server() (*tls.Config, error) {
 
 // Client is the configuration for calling peers' APIs; nil without a
 // certificate. It verifies peers against the CA (the system roots without
-// one) and presents this member's certificate.
+// one), by ServerName when set, and presents this member's certificate.
 func (f Files) Client() (*tls.Config, error) {
 	cfg, pool, err := f.base()
 	if cfg != nil {
-		cfg.RootCAs = pool
+		cfg.RootCAs, cfg.ServerName = pool, f.ServerName
 	}
 	return cfg, err
 }
