@@ -35,10 +35,7 @@ func TestAPIOverTLS(t *testing.T) {
 	}
 	a := fuzzAgent(t)
 	a.self.PeerCertRequired = true
-	srv := httptest.NewUnstartedServer(a.Handler(prometheus.NewRegistry()))
-	srv.TLS = serverCfg
-	srv.StartTLS()
-	defer srv.Close()
+	srv := serveTLS(t, a.Handler(prometheus.NewRegistry()), serverCfg)
 
 	caPEM, _ := os.ReadFile(certs.CA)
 	roots := x509.NewCertPool()
@@ -47,18 +44,18 @@ func TestAPIOverTLS(t *testing.T) {
 	peer := &http.Client{Transport: &http.Transport{TLSClientConfig: peerCfg}}
 	untrusting := &http.Client{}
 
-	if resp, err := anonymous.Get(srv.URL + "/status"); err != nil || resp.StatusCode != http.StatusOK {
+	if resp, err := anonymous.Get(srv + "/status"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /status without a client certificate: %v %v", resp, err)
 	}
-	if _, err := untrusting.Get(srv.URL + "/status"); err == nil {
+	if _, err := untrusting.Get(srv + "/status"); err == nil {
 		t.Error("a client that does not trust the CA got in")
 	}
 	body := []byte(`{"leader":"db2","instance":"0123456789abcdef"}`)
-	resp, err := anonymous.Post(srv.URL+"/failsafe", "application/json", bytes.NewReader(body))
+	resp, err := anonymous.Post(srv+"/failsafe", "application/json", bytes.NewReader(body))
 	if err != nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("POST /failsafe without a client certificate: %v %v, want 403", resp, err)
 	}
-	if err := HTTPPeerFailsafe(peer)(t.Context(), srv.URL, FailsafeRequest{Leader: "db2", Instance: "0123456789abcdef"}); err != nil {
+	if err := HTTPPeerFailsafe(peer)(t.Context(), srv, FailsafeRequest{Leader: "db2", Instance: "0123456789abcdef"}); err != nil {
 		t.Fatalf("POST /failsafe from a peer with its certificate: %v", err)
 	}
 }
@@ -98,16 +95,13 @@ func TestAPITLSServerName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(fuzzAgent(t).Handler(prometheus.NewRegistry()))
-	srv.TLS = serverCfg
-	srv.StartTLS()
-	defer srv.Close()
+	srv := serveTLS(t, fuzzAgent(t).Handler(prometheus.NewRegistry()), serverCfg)
 	get := func(name string) error {
 		cfg, err := apitls.Files{Cert: certs.ServerCert, Key: certs.ServerKey, CA: certs.CA, ServerName: name}.Client()
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}).Get(srv.URL + "/healthz")
+		resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}).Get(srv + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -122,4 +116,17 @@ func TestAPITLSServerName(t *testing.T) {
 	if err := get("another-name"); err == nil {
 		t.Error("a certificate for mysqlha-agent was accepted as another-name")
 	}
+}
+
+// serveTLS serves h with cfg as the agent does, and returns its https://
+// URL. Not httptest's StartTLS: it puts its own certificate in
+// cfg.Certificates, which a handshake without SNI (an IP address) prefers
+// to the agent's GetCertificate.
+func serveTLS(t *testing.T, h http.Handler, cfg *tls.Config) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = tls.NewListener(srv.Listener, cfg)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return "https://" + srv.Listener.Addr().String()
 }

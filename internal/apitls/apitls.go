@@ -62,13 +62,13 @@ func (f Files) Client() (*tls.Config, error) {
 }
 
 // base is the configuration both sides share, with this member's
-// certificate, and the CA pool (nil without --api-tls-ca); a nil config
+// certificate (read again when its files change), and the CA pool (nil without --api-tls-ca); a nil config
 // without TLS or on error.
 func (f Files) base() (*tls.Config, *x509.CertPool, error) {
 	if err := f.check(); err != nil || !f.Enabled() {
 		return nil, nil, err
 	}
-	certs, err := pemfiles.KeyPair("--api-tls-cert", "--api-tls-key", f.Cert, f.Key)
+	pair, err := loadKeyPair(f.Cert, f.Key)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -78,7 +78,13 @@ func (f Files) base() (*tls.Config, *x509.CertPool, error) {
 			return nil, nil, err
 		}
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: certs}, pool, nil
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return pair.get(), nil },
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return pair.get(), nil
+		},
+	}, pool, nil
 }
 
 // PeerVerified reports whether a request came over TLS with a client
