@@ -121,9 +121,10 @@ node-packages:
 	fi
 
 ## test-packages: what a test runs beside the product: Debian's haproxy
-## (e2e/haproxy_test.go runs the example docs/haproxy.cfg), installed only
-## when missing.
-TEST_PACKAGES := haproxy
+## (e2e/haproxy_test.go runs the example docs/haproxy.cfg) and openssl
+## (deploy/tls/make-api-tls.sh makes the test node's API certificates),
+## installed only when missing.
+TEST_PACKAGES := haproxy openssl
 test-packages:
 	@missing=$$(for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

@@ -58,6 +58,16 @@ type podMonitorSpec struct {
 				Key  string `json:"key"`
 			} `json:"credentials"`
 		} `json:"authorization"`
+		Scheme    string `json:"scheme"`
+		TLSConfig struct {
+			CA struct {
+				Secret struct {
+					Name string `json:"name"`
+					Key  string `json:"key"`
+				} `json:"secret"`
+			} `json:"ca"`
+			ServerName string `json:"serverName"`
+		} `json:"tlsConfig"`
 	} `json:"podMetricsEndpoints"`
 }
 
@@ -128,6 +138,14 @@ func TestPodMonitorScrapesTheAgents(t *testing.T) {
 	agent := mustContainer(t, pod.Spec.Containers, "agent")
 	if !slices.Contains(agent.Args, "--api-token-file=/etc/mysqlha/api-token") {
 		t.Errorf("agent args %v lack --api-token-file=/etc/mysqlha/api-token", agent.Args)
+	}
+	// The API serves TLS: Prometheus verifies it with the CA of the
+	// agents' Secret, by the name the agents check on each other.
+	tc := ep.TLSConfig
+	if ep.Scheme != "https" || tc.CA.Secret.Name != "mysqlha-api-tls" || tc.CA.Secret.Key != "ca.crt" ||
+		!slices.Contains(agent.Args, "--api-tls-server-name="+tc.ServerName) {
+		t.Errorf("endpoint scheme %q, tlsConfig %+v: want https, the CA from Secret mysqlha-api-tls key ca.crt, and the agents' server name (args %v)",
+			ep.Scheme, tc, agent.Args)
 	}
 	job := pod.Labels[pm.JobLabel]
 	if job == "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -104,6 +105,12 @@ func build(root, mariadbRef, agentRef string) ([]*unstructured.Unstructured, err
 	}
 	name, tag := splitRef(mariadbRef)
 	aname, atag := splitRef(agentRef)
+	// The agents' API TLS, made as an operator does by hand
+	// (deploy/tls/make-api-tls.sh), in the Secret the StatefulSet mounts.
+	script := exec.Command("bash", filepath.Join(root, "deploy", "tls", "make-api-tls.sh"), filepath.Join(dir, "tls"))
+	if out, err := script.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("deploy/tls/make-api-tls.sh: %v: %s", err, out)
+	}
 	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: %s
@@ -112,6 +119,11 @@ resources:
 images:
   - {name: localhost/mysqlha/mariadb, newName: %s, newTag: %q}
   - {name: localhost/mysqlha/agent, newName: %s, newTag: %q}
+secretGenerator:
+  - name: mysqlha-api-tls
+    files: [tls.crt=tls/tls.crt, tls.key=tls/tls.key, ca.crt=tls/ca.crt]
+generatorOptions:
+  disableNameSuffixHash: true
 `, namespace, overlay, name, tag, aname, atag)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		return nil, err

@@ -10,8 +10,10 @@
 # replica catches up from it). Without this hook mysqld would get SIGTERM at
 # the same moment and shut down under the hand-over.
 #
-# It polls GET /lock on the agent's API (127.0.0.1, same pod): 200 while
-# the agent holds the leader lock, 503 once it does not. A health check, so
+# It polls GET /lock on the agent's API (127.0.0.1, same pod, port
+# $MYSQLHA_API_PORT: deploy/ sets the agent's plain health listener,
+# --health-listen, since its API serves TLS): 200 while the agent holds the
+# leader lock, 503 once it does not. A health check, so
 # it needs no API token, and this container mounts none. Not /primary: the
 # agent fences itself (read-only, 503 there) at the start of a hand-over,
 # long before the lock has moved. An agent older than /lock answers 404:
