@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,13 +19,14 @@ import (
 	"github.com/mysqlha/mysqlha/ctl"
 	"github.com/mysqlha/mysqlha/internal/apiauth"
 	"github.com/mysqlha/mysqlha/internal/kubeclient"
+	"github.com/mysqlha/mysqlha/internal/pemfiles"
 )
 
 func (a *app) reportCommand() *cobra.Command {
-	var file, tokenFile string
+	var file, tokenFile, caFile, serverName string
 	var since time.Duration
 	cmd := a.command("report [CLUSTER]", "write a support bundle (status, history, config, members, agents' status, Events, logs; no secret)",
-		"agentctl --cluster=demo report [--file=PATH] [--since=1h] [--api-token-file=FILE]", clusterOnly,
+		"agentctl --cluster=demo report [--file=PATH] [--since=1h] [--api-token-file=FILE [--api-tls-ca=FILE --api-tls-server-name=NAME]]", clusterOnly,
 		func(ctx context.Context, c *ctl.CLI, _ []string) error {
 			if file == "" {
 				file = fmt.Sprintf("mysqlha-report-%s-%s.tar.gz", a.s.Cluster, time.Now().UTC().Format("20060102T150405Z"))
@@ -34,7 +37,11 @@ func (a *app) reportCommand() *cobra.Command {
 				if err != nil {
 					return usageErr("%v", err)
 				}
-				src.MemberStatus, src.Secrets = agentStatus(token, a.timeout), []string{token}
+				tlsCfg, err := agentTLS(caFile, serverName)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				src.MemberStatus, src.Secrets = agentStatus(token, tlsCfg, a.timeout), []string{token}
 			}
 			if kc := a.conn.Kube; kc != nil {
 				src.Events, src.Pods, src.AgentLog = kubeReport(kc, a.namespace, a.s.Cluster, since)
@@ -45,12 +52,33 @@ func (a *app) reportCommand() *cobra.Command {
 	f.StringVarP(&file, "file", "f", "", "where to write the report (default mysqlha-report-CLUSTER-TIME.tar.gz here)")
 	f.DurationVar(&since, "since", time.Hour, "how much of each agent's log to include (Kubernetes)")
 	f.StringVar(&tokenFile, "api-token-file", "", "the cluster's API token, to include each agent's GET /status (the agents must be reachable from here)")
+	f.StringVar(&caFile, "api-tls-ca", "", "the CA that verifies the agents' API certificates (ca.crt of the Secret mysqlha-api-tls in deploy/)")
+	f.StringVar(&serverName, "api-tls-server-name", "", "the name the agents' API certificates carry (deploy/: mysqlha-agent); needs --api-tls-ca")
 	return cmd
 }
 
-// agentStatus asks an agent's GET /status with the cluster's token.
-func agentStatus(token string, timeout time.Duration) func(ctx context.Context, apiURL string) ([]byte, error) {
-	client := &http.Client{Timeout: timeout, Transport: apiauth.Transport(nil, token)}
+// agentTLS verifies the agents' API certificates against caFile, by
+// serverName when given; nil (the system roots) without a CA.
+func agentTLS(caFile, serverName string) (*tls.Config, error) {
+	if caFile == "" {
+		if serverName != "" {
+			return nil, errors.New("--api-tls-server-name needs --api-tls-ca")
+		}
+		return nil, nil
+	}
+	pool, err := pemfiles.CAPool("--api-tls-ca", caFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: serverName}, nil
+}
+
+// agentStatus asks an agent's GET /status with the cluster's token, over
+// TLS with tlsCfg when the agents serve it.
+func agentStatus(token string, tlsCfg *tls.Config, timeout time.Duration) func(ctx context.Context, apiURL string) ([]byte, error) {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.TLSClientConfig = tlsCfg
+	client := &http.Client{Timeout: timeout, Transport: apiauth.Transport(base, token)}
 	return func(ctx context.Context, apiURL string) ([]byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(apiURL, "/")+"/status", nil)
 		if err != nil {
