@@ -387,9 +387,9 @@ func fmtList[T any](xs []T) string {
 	return b.String()
 }
 
-// secretFileKey is the Secret key whose file path is in container c of
-// spec, or "" when path is no file of a mounted Secret volume.
-func secretFileKey(spec *corev1.PodSpec, c *corev1.Container, path string) string {
+// mountedSecretKey is the key and Secret of the file at path in container
+// c of spec; "" when path is no file of a mounted Secret volume.
+func mountedSecretKey(spec *corev1.PodSpec, c *corev1.Container, path string) (key, secret string) {
 	for _, m := range c.VolumeMounts {
 		vol := findVolume(spec, m.Name)
 		rest, ok := strings.CutPrefix(path, m.MountPath+"/")
@@ -398,9 +398,9 @@ func secretFileKey(spec *corev1.PodSpec, c *corev1.Container, path string) strin
 		}
 		for _, it := range vol.Secret.Items {
 			if it.Path == rest {
-				return it.Key
+				return it.Key, vol.Secret.SecretName
 			}
 		}
 	}
-	return ""
+	return "", ""
 }

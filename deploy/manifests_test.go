@@ -158,7 +158,11 @@ func (v variant) checkStatefulSet(t *testing.T, sts *appsv1.StatefulSet) {
 	for env, key := range map[string]string{"MYSQLHA_AGENT_PASSWORD_FILE": "agent-password", "MYSQLHA_REPL_PASSWORD_FILE": "repl-password",
 		rootEnv[v.flavor]: "root-password"} {
 		e := findEnv(server, env)
-		if e == nil || e.ValueFrom != nil || secretFileKey(spec, server, e.Value) != key {
+		var k string
+		if e != nil {
+			k, _ = mountedSecretKey(spec, server, e.Value)
+		}
+		if e == nil || e.ValueFrom != nil || k != key {
 			t.Errorf("server env %s = %+v, want the path of Secret key %s, mounted", env, e, key)
 		}
 	}

@@ -70,24 +70,6 @@ func TestAPITLSIsOn(t *testing.T) {
 	}
 }
 
-// mountedSecretKey is the key and Secret of the file at path in c; "" when
-// path is no file of a mounted Secret volume.
-func mountedSecretKey(spec *corev1.PodSpec, c *corev1.Container, path string) (key, secret string) {
-	for _, m := range c.VolumeMounts {
-		vol := findVolume(spec, m.Name)
-		rest, ok := strings.CutPrefix(path, m.MountPath+"/")
-		if vol == nil || vol.Secret == nil || !ok {
-			continue
-		}
-		for _, it := range vol.Secret.Items {
-			if it.Path == rest {
-				return it.Key, vol.Secret.SecretName
-			}
-		}
-	}
-	return "", ""
-}
-
 // certManagerName checks the cert-manager example's leaf Certificate and
 // returns the name it issues.
 func certManagerName(t *testing.T) string {
