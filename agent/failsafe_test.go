@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -8,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mysqlha/mysqlha/dcs"
 )
@@ -224,5 +228,81 @@ func TestFailsafePromiseCoversTheLeadersTTL(t *testing.T) {
 		if err := db2.acceptFailsafe(req); err == nil {
 			t.Errorf("hold_ms %d accepted", hold)
 		}
+	}
+}
+
+// forbiddenStore answers every call with the API server's 403 once
+// revoked: a revoked RoleBinding, or a credential that expired.
+type forbiddenStore struct {
+	Store
+	revoked *bool
+}
+
+func (s forbiddenStore) refused(op string) error {
+	return fmt.Errorf("%s: %w: leases.coordination.k8s.io is forbidden: User cannot update resource", op, dcs.ErrForbidden)
+}
+
+func (s forbiddenStore) Cluster(ctx context.Context) (*dcs.Cluster, error) {
+	if *s.revoked {
+		return nil, s.refused("reading the cluster")
+	}
+	return s.Store.Cluster(ctx)
+}
+
+func (s forbiddenStore) RenewLeader(ctx context.Context, ttl time.Duration) error {
+	if *s.revoked {
+		return s.refused("renewing the lock")
+	}
+	return s.Store.RenewLeader(ctx, ttl)
+}
+
+// A DCS that refuses the leader (403, 401) answers: it is not unreachable,
+// and failsafe mode, which keeps a leader writable through an outage, does
+// not apply. The leader fences at once and says why; with failsafe as the
+// only guard it stayed writable for as long as its RoleBinding was gone.
+func TestLoopFailsafeDoesNotCoverAForbiddenDCS(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	h := newLoopHarnessLogged(t, failsafeConfig(), zap.New(core), "db1", "db2", "db3")
+	revoked := false
+	h.agents["db1"] = h.newAgent("db1", "db1", "db1", func(s Store) Store { return forbiddenStore{s, &revoked} })
+	h.bootstrap()
+	revoked = true
+	h.step("db1")
+	if w := h.mysql.writable(); len(w) != 0 {
+		t.Fatalf("writable %v after the DCS refused the leader's renewal; want it fenced at once", w)
+	}
+	if h.agents["db1"].failsafeActive {
+		t.Fatal("db1 entered failsafe mode on a refusal")
+	}
+	if logs.FilterMessageSnippet("refused").FilterMessageSnippet("failsafe mode does not apply").Len() == 0 {
+		t.Fatalf("no log line says why: %v", logs.All())
+	}
+	h.advance(2*h.config.TTL, h.names...)
+	if w := h.mysql.writable(); len(w) != 1 || w[0] == "db1" {
+		t.Fatalf("writable %v once db1's lock lapsed, want one other member", w)
+	}
+}
+
+// A leader already in failsafe mode (the DCS unreachable) whose DCS comes
+// back refusing it leaves failsafe mode and fences.
+func TestLoopFailsafeEndsWhenTheDCSRefuses(t *testing.T) {
+	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3")
+	revoked := false
+	h.agents["db1"] = h.newAgent("db1", "db1", "db1", func(s Store) Store { return forbiddenStore{s, &revoked} })
+	h.bootstrap()
+	for _, n := range h.names {
+		h.srv.Partition(n)
+	}
+	h.advance(2*h.config.TTL, h.names...)
+	if !h.agents["db1"].failsafeActive {
+		t.Fatal("db1 is not in failsafe mode while the DCS is unreachable")
+	}
+	revoked = true
+	for _, n := range h.names {
+		h.srv.Heal(n)
+	}
+	h.step("db1")
+	if w := h.mysql.writable(); len(w) != 0 || h.agents["db1"].failsafeActive {
+		t.Fatalf("writable %v, failsafe %v after the DCS refused the leader; want fenced, failsafe off", w, h.agents["db1"].failsafeActive)
 	}
 }

@@ -70,6 +70,17 @@ func (a *Agent) renewed(ctx context.Context, start time.Time, err error) bool {
 			a.fenceSelf(ctx, fenceKindSelf, "lost the leader lock")
 			return false
 		}
+		if errors.Is(err, dcs.ErrForbidden) {
+			// Refused (403, 401): the DCS answers, and will not let us
+			// hold the lock. Failsafe mode keeps a leader writable through
+			// a DCS it cannot reach; this one it reaches, and the lock will
+			// lapse at its ttl for another member to take.
+			a.log.Error("the DCS refused the lock renewal (forbidden or unauthorized): it is reachable, so failsafe mode does not apply; fencing now", zap.Error(err))
+			a.failsafeActive = false
+			a.metrics.FailsafeActive.Set(0)
+			a.fenceSelf(ctx, fenceKindSelf, "the DCS refused the lock renewal")
+			return false
+		}
 		a.log.Warn("renewing the leader lock failed", zap.Error(err))
 		if a.failsafeActive {
 			return true // confirmed just above
