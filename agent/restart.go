@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mysqlha/mysqlha/dcs"
+	"github.com/mysqlha/mysqlha/failover"
 )
 
 // A restart (agentctl restart) shuts this member's mysqld down cleanly and
@@ -21,8 +22,8 @@ import (
 //
 // Safe after a crash at any line: the request stays until the agent has
 // recorded the outcome and cleared it, and a mysqld that started after the
-// request was made has been restarted already (restartedAfterMargin), so
-// a new agent only waits for it to answer.
+// request was made has been restarted already (failover.RestartedSince),
+// so a new agent only waits for it to answer.
 
 // restartRun is a restart in progress.
 type restartRun struct {
@@ -32,8 +33,10 @@ type restartRun struct {
 	err     error // set before done closes
 }
 
-// errRestartRefused: the holder's mysqld is not restarted in place.
-var errRestartRefused = errors.New("refused: this member holds the leader lock; agentctl restart switches over first")
+// errRestartRefused is an outcome failover.RestartRefusal gave.
+type errRestartRefused string
+
+func (e errRestartRefused) Error() string { return string(e) }
 
 // uptimeDB is what a restart reads of the local mysqld beyond Database.
 type uptimeDB interface {
@@ -63,8 +66,8 @@ func (a *Agent) handleRestart(ctx context.Context, cl *dcs.Cluster) bool {
 	if req == nil || req.Err != nil || req.Member != a.self.Name {
 		return false
 	}
-	if a.hasDeadline() || cl.Leader != nil && cl.Leader.Holder == a.self.Name {
-		a.finishRestart(ctx, req, errRestartRefused)
+	if why := failover.RestartRefusal(a.hasDeadline() || cl.Leader != nil && cl.Leader.Holder == a.self.Name); why != "" {
+		a.finishRestart(ctx, req, errRestartRefused(why))
 		return false
 	}
 	run := &restartRun{version: req.Version, since: a.clock.Now(), done: make(chan struct{})}
@@ -79,16 +82,9 @@ func (a *Agent) handleRestart(ctx context.Context, cl *dcs.Cluster) bool {
 	return true
 }
 
-// restartedAfterMargin is how much later than the request a mysqld must
-// have started to count as restarted already: Uptime has a resolution of
-// a second, and the request's time is agentctl's clock, which may run
-// behind ours by the rest. A restart that came back sooner is done again
-// if its agent crashed, which costs a second restart, never a skipped one
-// (unless agentctl's clock is behind by more than 4 s).
-const restartedAfterMargin = 5 * time.Second
-
 // runRestart shuts mysqld down and waits for it to answer again, unless it
-// started well after requestedAt: then a previous agent restarted it.
+// was restarted since requestedAt (failover.RestartedSince): by a previous
+// agent that crashed before it cleared the request.
 func (a *Agent) runRestart(ctx context.Context, requestedAt time.Time, pidFile string) error {
 	if db, err := a.dial(ctx, a.local); err == nil {
 		up, ok := db.(uptimeDB)
@@ -97,7 +93,7 @@ func (a *Agent) runRestart(ctx context.Context, requestedAt time.Time, pidFile s
 			uptime, err = up.Uptime(ctx)
 		}
 		closeDB(db)
-		if ok && err == nil && a.clock.Now().Add(-uptime).After(requestedAt.Add(restartedAfterMargin)) {
+		if ok && err == nil && failover.RestartedSince(a.clock.Now().Add(-uptime), requestedAt) {
 			a.log.Info("mysqld started after the restart request: restarted already", zap.Duration("uptime", uptime))
 			return nil
 		}
@@ -119,7 +115,8 @@ func (a *Agent) finishRestart(ctx context.Context, req *dcs.Restart, runErr erro
 	reason, level, event := "done", eventNormal, "RestartDone"
 	if runErr != nil {
 		reason, level, event = runErr.Error(), eventWarning, "RestartFailed"
-		if !errors.Is(runErr, errRestartRefused) {
+		var refused errRestartRefused
+		if !errors.As(runErr, &refused) {
 			reason = "failed: " + reason
 		}
 		a.log.Error("restart of the local mysqld did not happen", zap.String("reason", reason))

@@ -46,7 +46,7 @@ func TestRestartReplicaThenLeader(t *testing.T) {
 // request and finishes it without a second restart. The supervisor takes
 // 6 s to start mysqld again, as after a long flush: a mysqld back within
 // 5 s of the request is restarted again, since agentctl's clock may run
-// behind the agent's (agent/restart.go).
+// behind the agent's (failover.RestartedSince).
 func TestRestartSurvivesTheAgentsCrash(t *testing.T) {
 	c := NewCluster(t, Options{})
 	p := c.WaitHealthy(60 * time.Second)
