@@ -713,3 +713,14 @@ func agentFlags(t *testing.T) map[string]bool {
 	agentFlagsCache = known
 	return known
 }
+
+// TestFailsafeIsTheDeploymentsDefault: every variant creates its cluster
+// in failsafe mode, so that a control-plane restart is not a write outage.
+func TestFailsafeIsTheDeploymentsDefault(t *testing.T) {
+	for _, v := range variants {
+		sts := only[*appsv1.StatefulSet](t, kustomizeBuild(t, v.dir))
+		if agentC := mustContainer(t, sts.Spec.Template.Spec.Containers, "agent"); !slices.Contains(agentC.Args, "--failsafe") {
+			t.Errorf("%s: agent args %v lack --failsafe", v.name, agentC.Args)
+		}
+	}
+}

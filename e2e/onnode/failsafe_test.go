@@ -7,18 +7,29 @@ import (
 	"github.com/mysqlha/mysqlha/e2e/checker"
 )
 
-// Failsafe mode (docs/reference.md, "Failsafe mode") on the real node: the deployment
-// keeps it off, so these scenarios switch it on at run time with agentctl
-// set-config and off again afterwards. While the API server (the DCS) is
-// out of reach, the primary stays writable only as long as every member
-// confirms it over HTTP; cut off from everything, it fences itself and a
-// replica takes over.
+// Failsafe mode (docs/reference.md, "Failsafe mode") on the real node: the
+// deployment turns it on (--failsafe), and these scenarios say so with
+// agentctl set-config, so that none depends on another having left it as
+// it was. While the API server (the DCS) is out of reach, the primary
+// stays writable only as long as every member confirms it over HTTP; cut
+// off from everything, it fences itself and a replica takes over. The
+// scenarios of the rule failsafe relaxes switch it off for their duration
+// (withoutFailsafe).
 
-// withFailsafe runs fn with failsafe_mode on in the cluster config.
+// withFailsafe runs fn with failsafe_mode on in the cluster config, the
+// deployment's default.
 func withFailsafe(t *testing.T, fn func()) {
 	c := deployed(t)
 	setConfig(t, c, "failsafe_mode=true")
-	defer setConfig(t, c, "failsafe_mode=false")
+	fn()
+}
+
+// withoutFailsafe runs fn with failsafe_mode off, then restores the
+// deployment's default.
+func withoutFailsafe(t *testing.T, fn func()) {
+	c := deployed(t)
+	setConfig(t, c, "failsafe_mode=false")
+	defer setConfig(t, c, "failsafe_mode=true")
 	fn()
 }
 
