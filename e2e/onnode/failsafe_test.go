@@ -82,3 +82,25 @@ func TestFailsafePrimaryIsolated(t *testing.T) {
 		primaryIsolated("failsafe: the primary isolated from everything, then healed").run(t)
 	})
 }
+
+// The whole control plane (API server, controller manager, scheduler) down
+// for 5 minutes, as a managed cluster's upgrade takes it, with the
+// deployment's defaults: every member confirms the primary, which keeps
+// taking writes through the Service all along (kube-proxy keeps its
+// rules); nothing is lost, and never two writable. A 5-minute fault: run
+// once by make e2e and make bench-failover (-onnode.long), not make test.
+func TestFailsafeControlPlaneDownFiveMinutes(t *testing.T) {
+	if !*flagLong {
+		t.Skip("a 5-minute outage: make e2e and make bench-failover run it (-onnode.long)")
+	}
+	withFailsafe(t, func() {
+		sc := keepsThePrimary(apiServerDown("failsafe: the control plane down for 5 min"))
+		sc.hold, sc.trials = 5*time.Minute, 1
+		inject := sc.inject
+		sc.inject = func(tr *trial) error {
+			tr.c.node.StopControllers() // RestartControllers, at the heal, starts them again
+			return inject(tr)
+		}
+		sc.run(t)
+	})
+}

@@ -26,6 +26,7 @@ var (
 	// 3 and make bench-failover 4, for figures and for rarer faults.
 	flagTrials = flag.Int("onnode.trials", 1, "trials of each fault scenario")
 	flagReport = flag.String("onnode.report", "", "also append each scenario's report to this file (make bench-failover)")
+	flagLong   = flag.Bool("onnode.long", false, "also run the scenarios whose fault lasts minutes (make e2e, make bench-failover)")
 )
 
 var (

@@ -50,6 +50,9 @@ type scenario struct {
 	// verify checks what the scenario itself promises beyond the
 	// checker's rules, after the cluster is healthy again.
 	verify func(tr *trial, newPrimary corev1.Pod) error
+	// trials, when set, overrides -onnode.trials (a fault that lasts
+	// minutes runs once).
+	trials int
 }
 
 // trial is one injection.
@@ -154,7 +157,11 @@ func errantMember(c *cluster) (string, bool) {
 func (sc scenario) run(t *testing.T) {
 	c := deployed(t)
 	var results []result
-	for i := 1; i <= *flagTrials; i++ {
+	trials := *flagTrials
+	if sc.trials > 0 {
+		trials = sc.trials
+	}
+	for i := 1; i <= trials; i++ {
 		r := sc.trial(t, c, i)
 		results = append(results, r)
 	}

@@ -167,6 +167,20 @@ func (n *Node) RestartControllers() error {
 	return n.waitServiceNetwork(ctx)
 }
 
+// StopControllers stops the controller manager and the scheduler, as a
+// control-plane node going down does (with the API server, stopped on its
+// own); RestartControllers starts them again.
+func (n *Node) StopControllers() {
+	if n.cm != nil {
+		n.cm.Stop()
+		n.cm = nil
+	}
+	if n.scheduler != nil {
+		n.scheduler.kill()
+		n.scheduler = nil
+	}
+}
+
 func (n *Node) startControllerManager() error {
 	var err error
 	n.cm, err = n.api.LaunchControllerManager(
