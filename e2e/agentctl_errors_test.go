@@ -205,6 +205,45 @@ func TestAgentctlErrors(t *testing.T) {
 		}
 	})
 
+	// agentctl restart's refusals, as printed, and a request pending
+	// while the member's agent is frozen, withdrawn with --cancel.
+	t.Run("restart", func(t *testing.T) {
+		leader := c.WaitHealthy(30 * time.Second)
+		replica := c.Others(leader, tagged)[0]
+		for _, tc := range []struct {
+			args []string
+			code int
+			want []string
+		}{
+			{[]string{"restart", "nosuch", "--force"}, 3, []string{`unknown member "nosuch"`, "members are: " + members}},
+			{[]string{"restart", replica.Name, "--to", tagged.Name, "--force"}, 2, []string{"--to names the member that takes over from a leader", replica.Name + " does not lead"}},
+			{[]string{"restart", leader.Name, "--to", leader.Name, "--force"}, 2, []string{"give another member"}},
+			{[]string{"restart", leader.Name, "--to", tagged.Name, "--force"}, 4, []string{tagged.Name + " cannot take over from " + leader.Name, "nofailover"}},
+			{[]string{"restart", replica.Name, "--cancel"}, 9, []string{"no restart request is pending"}},
+		} {
+			r := c.Ctl(tc.args...)
+			t.Logf("%s", r)
+			expectExit(t, r, tc.code, tc.want...)
+		}
+		replica.FreezeAgent()
+		defer func() {
+			if replica.isFrozen() {
+				replica.ThawAgent()
+			}
+		}()
+		expectExit(t, c.Ctl("restart", replica.Name, "--force"), 0)
+		r := c.Ctl("restart", tagged.Name, "--force")
+		t.Logf("%s", r)
+		expectExit(t, r, 6, "a restart of "+replica.Name+" is already pending", "agentctl restart "+replica.Name+" --cancel")
+		r = c.Ctl("restart", replica.Name, "--cancel")
+		t.Logf("%s", r)
+		expectExit(t, r, 0)
+		replica.ThawAgent()
+		if cs := c.CtlStatus(); cs.Leader != leader.Name {
+			t.Errorf("after the restart requests: leader %q, want %s", cs.Leader, leader.Name)
+		}
+	})
+
 	t.Run("no leader", func(t *testing.T) {
 		for _, m := range c.Members {
 			m.KillAgent()
