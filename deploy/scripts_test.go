@@ -413,7 +413,7 @@ func TestInitdbMySQLStatements(t *testing.T) {
 		`CREATE USER IF NOT EXISTS 'mysqlha'@'%' IDENTIFIED BY 'a\'b\\c';`,
 		`ALTER USER 'mysqlha'@'%' IDENTIFIED BY 'a\'b\\c';`,
 		// The README's MySQL 8 list.
-		"GRANT SYSTEM_VARIABLES_ADMIN, CONNECTION_ADMIN, REPLICATION_SLAVE_ADMIN, REPLICATION CLIENT, PROCESS, RELOAD ON *.* TO 'mysqlha'@'%';",
+		"GRANT SYSTEM_VARIABLES_ADMIN, CONNECTION_ADMIN, REPLICATION_SLAVE_ADMIN, REPLICATION CLIENT, PROCESS, RELOAD, SHUTDOWN ON *.* TO 'mysqlha'@'%';",
 		// The dead-man switch's event, in the agent's schema.
 		"GRANT CREATE, EVENT ON mysqlha.* TO 'mysqlha'@'%';",
 		"CREATE USER IF NOT EXISTS 'repl'@'%' IDENTIFIED BY 'r';",
