@@ -293,7 +293,8 @@ func (a *Agent) stopLocal(ctx context.Context, pidFile string) error {
 }
 
 // waitLocalUp waits for mysqld's supervisor to start it (what names the
-// wait in a timeout's error), and returns a connection to it, which the caller closes.
+// wait in a timeout's error), and returns a connection to it, which the
+// caller closes.
 func (a *Agent) waitLocalUp(ctx context.Context, what string) (Database, rebuildDB, error) {
 	var conn Database
 	var got rebuildDB

@@ -169,6 +169,21 @@ func TestSwitchoverErrors(t *testing.T) {
 	exitCode(t, f.cli.Switchover(ctx, SwitchoverOptions{To: "db3", Force: true, Wait: true, Timeout: 100 * time.Millisecond}), ExitTimeout)
 }
 
+// handOver plays the agents of a switchover: from hands the lock to to,
+// which reports itself primary and clears the pending request.
+func (f *fixture) handOver(t *testing.T, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := f.stores[from].HandoverLeader(ctx, to, f.stores[to].Instance()); err != nil {
+		t.Fatal(err)
+	}
+	cl := mustCluster(t, f)
+	rec, _ := cl.Member(to)
+	rec.Role = dcs.RolePrimary
+	f.stores[to].UpdateMember(ctx, rec)
+	f.stores[to].ClearSwitchover(ctx, cl.Switchover.Version)
+}
+
 func mustCluster(t *testing.T, f *fixture) *dcs.Cluster {
 	t.Helper()
 	cl, err := f.cli.Store.Cluster(context.Background())
@@ -185,16 +200,8 @@ func TestSwitchoverWaitsForTheNewPrimary(t *testing.T) {
 	go func() {
 		done <- f.cli.Switchover(ctx, SwitchoverOptions{To: "db2", Force: true, Wait: true, Timeout: 5 * time.Second})
 	}()
-	// Play the agents: the leader hands over, the target reports primary.
 	waitFor(t, func() bool { return mustCluster(t, f).Switchover != nil })
-	if err := f.stores["db1"].HandoverLeader(ctx, "db2", f.stores["db2"].Instance()); err != nil {
-		t.Fatal(err)
-	}
-	cl := mustCluster(t, f)
-	rec, _ := cl.Member("db2")
-	rec.Role = dcs.RolePrimary
-	f.stores["db2"].UpdateMember(ctx, rec)
-	f.stores["db2"].ClearSwitchover(ctx, cl.Switchover.Version)
+	f.handOver(t, "db1", "db2")
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

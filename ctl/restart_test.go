@@ -161,13 +161,7 @@ func TestRestartOfTheLeaderSwitchesOverFirst(t *testing.T) {
 	if cl.Restart != nil {
 		t.Fatalf("restart requested before the hand-over: %+v", cl.Restart)
 	}
-	if err := f.stores["db1"].HandoverLeader(ctx, "db2", f.stores["db2"].Instance()); err != nil {
-		t.Fatal(err)
-	}
-	rec, _ := cl.Member("db2")
-	rec.Role = dcs.RolePrimary
-	f.stores["db2"].UpdateMember(ctx, rec)
-	f.stores["db2"].ClearSwitchover(ctx, cl.Switchover.Version)
+	f.handOver(t, "db1", "db2")
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

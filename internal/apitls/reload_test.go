@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/mysqlha/mysqlha/testenv/testcerts"
 )
@@ -13,6 +14,7 @@ import (
 // mounted files) is presented from the next handshake on, without a
 // restart; a pair caught half-written keeps the last good one.
 func TestRenewedCertificateIsPresentedWithoutARestart(t *testing.T) {
+	defer func(d time.Duration) { reloadCheck = d }(reloadCheck)
 	reloadCheck = 0
 	first, err := testcerts.Write(t.TempDir(), "mysqlha-agent")
 	if err != nil {
