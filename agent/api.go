@@ -19,7 +19,8 @@ import (
 //
 //	GET /healthz   200 while the loop runs (an iteration within 3 loop_waits)
 //	GET /readyz    200 for a primary holding the lock and writable, or a
-//	               replica streaming within maximum_lag_on_failover
+//	               replica that serves reads (within maximum_lag_for_reads,
+//	               failover.ReadRefusal)
 //	GET /primary   200 only on the writable lock holder (for load balancers)
 //	GET /replica   200 only on a streaming replica; with ?lag=30s (or 30,
 //	               seconds) only on one at most that far behind
@@ -47,7 +48,7 @@ func (a *Agent) Handler(gatherer prometheus.Gatherer) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		st := a.Status()
-		ok := a.isPrimary(st) || a.isReplica(st, a.config().MaximumLagOnFailover)
+		ok := a.isPrimary(st) || (st.Role == roleName(dcs.RoleReplica) && st.ReadsOff == "")
 		writeStatus(w, ok, st)
 	})
 	mux.HandleFunc("GET /primary", func(w http.ResponseWriter, r *http.Request) {

@@ -647,10 +647,17 @@ func (h *loopHarness) setPaused(paused bool) {
 // through db2's store (the leader may be the one fenced).
 func (h *loopHarness) setFenced(fenced string) {
 	h.t.Helper()
+	h.setConfig(func(c *dcs.Config) { c.Fenced = fenced })
+}
+
+// setConfig changes the stored cluster config as agentctl set-config does,
+// through db2's store.
+func (h *loopHarness) setConfig(change func(*dcs.Config)) {
+	h.t.Helper()
 	a := h.agents["db2"]
 	cl, _ := a.store.Cluster(h.ctx)
 	cfg := cl.Config
-	cfg.Fenced = fenced
+	change(&cfg)
 	if err := a.store.SetConfig(h.ctx, cfg, cl.ConfigVersion); err != nil {
 		h.t.Fatal(err)
 	}

@@ -46,7 +46,11 @@ type MemberStatus struct {
 	Source        string `json:"source,omitempty"`
 	LagSeconds    *int64 `json:"lag_seconds,omitempty"` // grows while the receiver does not receive (lag.go)
 	Receiver      string `json:"receiver,omitempty"`    // running, connecting (to a lost source) or stopped
-	Errant        string `json:"errant,omitempty"`
+	// ReadsOff says why this replica serves no reads (failover.ReadRefusal):
+	// /readyz fails, so the read Service leaves it out; "" on a replica
+	// that serves them, and on any other member.
+	ReadsOff string `json:"reads_off,omitempty"`
+	Errant   string `json:"errant,omitempty"`
 	// Healing says what self-healing does about this member's data, or
 	// waits for (failover.Heal); "" when there is nothing to heal.
 	Healing        string  `json:"healing,omitempty"`
@@ -147,6 +151,7 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 		st.LagSeconds = &s
 	}
 	st.Receiver = receiverState(obs, localErr).String()
+	st.ReadsOff = a.readRefusal(obs, localErr, lag)
 	if r := obs.Replica; r != nil {
 		st.GTIDRetrieved = r.RetrievedGTID
 		st.Source = fmt.Sprintf("%s:%d", r.SourceHost, r.SourcePort)
@@ -234,6 +239,9 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	}
 	if ss := st.SemiSync; ss != nil && ss.Stalled != "" && a.role == dcs.RolePrimary {
 		m.Tags[failover.TagStalled] = "no replica acknowledges"
+	}
+	if st.ReadsOff != "" {
+		m.Tags[failover.TagNoReads] = st.ReadsOff
 	}
 	if a.clusterConfig.Paused {
 		m.Tags[failover.TagPaused] = "yes"

@@ -36,7 +36,7 @@ func TestShowConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(strings.Fields(f.out.String()), " ")
-	want := `{ "ttl": "12s", "loop_wait": "1s", "retry_timeout": "1s", "safety_margin": "1s", "maximum_lag_on_failover": "30s", ` +
+	want := `{ "ttl": "12s", "loop_wait": "1s", "retry_timeout": "1s", "safety_margin": "1s", "maximum_lag_on_failover": "30s", "maximum_lag_for_reads": "30s", ` +
 		`"semi_sync": "strict", "rebuild_diverged": "auto", "reseed_after": "5m0s", "failsafe_mode": true, "paused": false, "fenced": "" }`
 	if got != want {
 		t.Fatalf("JSON:\n%s\nwant\n%s", got, want)
@@ -230,7 +230,7 @@ func TestEditConfig(t *testing.T) {
 	f.cli.Editor = editor(t, `semi_sync: "off"`, "semi_sync: on\nloop_wait 2s")
 	err := f.cli.EditConfig(ctx, true, false)
 	exitCode(t, err, ExitUsage)
-	if !strings.Contains(err.Error(), `line 9: "loop_wait 2s  # off, on`) {
+	if !strings.Contains(err.Error(), `line 10: "loop_wait 2s  # off, on`) {
 		t.Fatalf("bad line: %v", err)
 	}
 	f.cli.Editor = editor(t, `loop_wait: "1s"`, `loop_wait: "10s"`)

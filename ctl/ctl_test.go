@@ -107,9 +107,9 @@ func TestStatusTableAndFormats(t *testing.T) {
 	}
 }
 
-// A stalled lossless primary and a replica that does not acknowledge show
-// in the table's TAGS column.
-func TestStatusShowsSemiSyncTags(t *testing.T) {
+// A stalled lossless primary, a replica that does not acknowledge and one
+// out of the read Service show in the table's TAGS column.
+func TestStatusShowsTags(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	tag := func(name, key, value string) {
@@ -125,10 +125,11 @@ func TestStatusShowsSemiSyncTags(t *testing.T) {
 	}
 	tag("db1", failover.TagStalled, "no replica acknowledges")
 	tag("db3", failover.TagAsync, "streams without acknowledging")
+	tag("db2", failover.TagNoReads, "lag 45s over maximum_lag_for_reads 30s")
 	if err := f.cli.Status(ctx, Table, false); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"stalled: no replica acknowledges", "async"} {
+	for _, want := range []string{"stalled: no replica acknowledges", "async", "noreads: lag 45s over maximum_lag_for_reads 30s"} {
 		if !strings.Contains(f.out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, f.out)
 		}

@@ -113,6 +113,9 @@ func BuildStatus(cl *dcs.Cluster) StatusView {
 		if why := m.Tags[failover.TagMisconfigured]; why != "" {
 			tags = append(tags, "misconfigured: "+why)
 		}
+		if why := m.Tags[failover.TagNoReads]; why != "" {
+			tags = append(tags, "noreads: "+why)
+		}
 		row.Tags = strings.Join(tags, ",")
 		v.Members = append(v.Members, row)
 	}

@@ -103,6 +103,10 @@ const (
 	DefaultSafetyMargin = 1 * time.Second
 	// DefaultMaximumLagOnFailover excludes replicas further behind than this.
 	DefaultMaximumLagOnFailover = 30 * time.Second
+	// DefaultMaximumLagForReads takes replicas further behind than this
+	// out of the read Service. As long as the failover bound: a replica
+	// too stale to take over is too stale to read from.
+	DefaultMaximumLagForReads = 30 * time.Second
 	// DefaultReseedAfter: how long a replica may be refused the binary logs
 	// it needs before it is rebuilt. Long enough for a person who purged
 	// by mistake to notice; short against a night on two of three members.
@@ -131,6 +135,11 @@ type Config struct {
 	SafetyMargin time.Duration
 	// MaximumLagOnFailover: replicas lagging more are not candidates.
 	MaximumLagOnFailover time.Duration
+	// MaximumLagForReads: replicas lagging more serve no reads (their pods
+	// are not Ready, so the read Service leaves them out); a receiver that
+	// does not receive counts the time since it last did. 0 keeps every
+	// replica serving however stale.
+	MaximumLagForReads time.Duration
 	// SemiSync is the replication mode the primary enforces.
 	SemiSync SemiSyncMode
 	// Paused is maintenance mode: no automatic failover or demotion.
@@ -195,6 +204,7 @@ func DefaultConfig() Config {
 		RetryTimeout:         DefaultRetryTimeout,
 		SafetyMargin:         DefaultSafetyMargin,
 		MaximumLagOnFailover: DefaultMaximumLagOnFailover,
+		MaximumLagForReads:   DefaultMaximumLagForReads,
 		SemiSync:             SemiSyncOff,
 		ReseedAfter:          DefaultReseedAfter,
 	}
@@ -226,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaximumLagOnFailover < 0 {
 		errs = append(errs, fmt.Errorf("%w: maximum_lag_on_failover must be >= 0, got %v", ErrInvalid, c.MaximumLagOnFailover))
+	}
+	if c.MaximumLagForReads < 0 {
+		errs = append(errs, fmt.Errorf("%w: maximum_lag_for_reads must be >= 0 (0 keeps every replica serving reads), got %v", ErrInvalid, c.MaximumLagForReads))
 	}
 	if c.ReseedAfter < 0 {
 		errs = append(errs, fmt.Errorf("%w: reseed_after must be >= 0 (0 never rebuilds automatically), got %v", ErrInvalid, c.ReseedAfter))

@@ -34,6 +34,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative retry_timeout", func(c *dcs.Config) { c.RetryTimeout = -s }, []string{"retry_timeout must be > 0"}},
 		{"negative margin", func(c *dcs.Config) { c.SafetyMargin = -s }, []string{"safety_margin must be >= 0"}},
 		{"negative lag", func(c *dcs.Config) { c.MaximumLagOnFailover = -s }, []string{"maximum_lag_on_failover must be >= 0"}},
+		{"negative maximum_lag_for_reads", func(c *dcs.Config) { c.MaximumLagForReads = -s }, []string{"maximum_lag_for_reads must be >= 0 (0 keeps every replica serving reads)"}},
 		{"negative reseed_after", func(c *dcs.Config) { c.ReseedAfter = -s }, []string{"reseed_after must be >= 0 (0 never rebuilds automatically)"}},
 		{"unknown rebuild policy", func(c *dcs.Config) { c.RebuildDiverged = 9 }, []string{"unknown rebuild_diverged policy 9"}},
 		{"bad semi-sync", func(c *dcs.Config) { c.SemiSync = 9 }, []string{"unknown semi-sync mode 9"}},

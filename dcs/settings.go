@@ -33,6 +33,7 @@ var settings = []setting{
 	durationSetting("retry_timeout", "bound of one DCS or MySQL call", func(c *Config) *time.Duration { return &c.RetryTimeout }),
 	durationSetting("safety_margin", "how long before its lock could expire the leader fences itself", func(c *Config) *time.Duration { return &c.SafetyMargin }),
 	durationSetting("maximum_lag_on_failover", "replicas lagging more are not failover candidates", func(c *Config) *time.Duration { return &c.MaximumLagOnFailover }),
+	durationSetting("maximum_lag_for_reads", "replicas lagging more (a receiver down: since it last received) leave the read Service; 0 keeps them serving however stale", func(c *Config) *time.Duration { return &c.MaximumLagForReads }),
 	{
 		key: "semi_sync", help: "off, on (falls back to asynchronous) or strict (never falls back)",
 		get: func(c Config) any { return c.SemiSync.String() },

@@ -13,7 +13,7 @@ import (
 // TestSettingsRoundTrip: every setting's shown value sets it back.
 func TestSettingsRoundTrip(t *testing.T) {
 	c := dcs.Config{TTL: 12 * time.Second, LoopWait: 1500 * time.Millisecond, RetryTimeout: 2 * time.Second,
-		SafetyMargin: 0, MaximumLagOnFailover: time.Minute, SemiSync: dcs.SemiSyncStrict, Paused: true, Failsafe: true,
+		SafetyMargin: 0, MaximumLagOnFailover: time.Minute, MaximumLagForReads: 10 * time.Second, SemiSync: dcs.SemiSyncStrict, Paused: true, Failsafe: true,
 		RebuildDiverged: dcs.RebuildReport, ReseedAfter: 90 * time.Second, Fenced: "db1,db3"}
 	var back dcs.Config
 	for _, s := range c.Settings() {
@@ -24,7 +24,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 	if back != c {
 		t.Fatalf("round trip gave %+v, want %+v", back, c)
 	}
-	if got := strings.Join(dcs.SettingKeys(), ","); got != "ttl,loop_wait,retry_timeout,safety_margin,maximum_lag_on_failover,semi_sync,rebuild_diverged,reseed_after,failsafe_mode,paused,fenced" {
+	if got := strings.Join(dcs.SettingKeys(), ","); got != "ttl,loop_wait,retry_timeout,safety_margin,maximum_lag_on_failover,maximum_lag_for_reads,semi_sync,rebuild_diverged,reseed_after,failsafe_mode,paused,fenced" {
 		t.Fatalf("SettingKeys() = %s", got)
 	}
 }

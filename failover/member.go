@@ -104,6 +104,9 @@ const (
 	// (SIGTERM): no agent acts for the member until a new one starts, and
 	// that one need not wait the record out as a duplicate's.
 	TagStopped = "stopped"
+	// TagNoReads says why a replica serves no reads (ReadRefusal): its pod
+	// is not Ready, so the read Service leaves it out.
+	TagNoReads = "noreads"
 	// TagPaused is set while the agent runs under a paused cluster config:
 	// it has seen the pause and acts on it (agentctl pause --wait).
 	TagPaused = "paused"

@@ -154,6 +154,7 @@ func defineFlags(o *options, b *dcs.Config) *pflag.FlagSet {
 	fs.DurationVar(&b.RetryTimeout, "retry-timeout", b.RetryTimeout, "bootstrap: bound of one DCS or MySQL call")
 	fs.DurationVar(&b.SafetyMargin, "safety-margin", b.SafetyMargin, "bootstrap: how long before the lock could expire the leader fences")
 	fs.DurationVar(&b.MaximumLagOnFailover, "maximum-lag-on-failover", b.MaximumLagOnFailover, "bootstrap: replicas lagging more never take over")
+	fs.DurationVar(&b.MaximumLagForReads, "maximum-lag-for-reads", b.MaximumLagForReads, "bootstrap: replicas lagging more (a receiver down: since it last received) are not Ready, so out of the read Service; 0 keeps them serving however stale")
 	fs.StringVar(&o.semiSync, "semi-sync", "off", "bootstrap: semi-sync mode off, on or strict")
 	fs.StringVar(&o.rebuildDiverged, "rebuild-diverged", b.RebuildDiverged.String(), "bootstrap: auto (save a diverged member's extra transactions to a file on its volume, then rebuild it) or report")
 	fs.DurationVar(&b.ReseedAfter, "reseed-after", b.ReseedAfter, "bootstrap: rebuild a replica whose source purged the binary logs it needs after this long; 0 never")

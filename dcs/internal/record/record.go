@@ -234,6 +234,7 @@ type configJSON struct {
 	RetryTimeout         string `json:"retry_timeout,omitempty"`
 	SafetyMargin         string `json:"safety_margin,omitempty"`
 	MaximumLagOnFailover string `json:"maximum_lag_on_failover,omitempty"`
+	MaximumLagForReads   string `json:"maximum_lag_for_reads,omitempty"`
 	SemiSync             string `json:"semi_sync,omitempty"`
 	Paused               bool   `json:"paused,omitempty"`
 	Failsafe             bool   `json:"failsafe_mode,omitempty"`
@@ -250,7 +251,8 @@ func EncodeConfig(c dcs.Config) ([]byte, error) {
 	return json.Marshal(configJSON{
 		TTL: c.TTL.String(), LoopWait: c.LoopWait.String(), RetryTimeout: c.RetryTimeout.String(),
 		SafetyMargin: c.SafetyMargin.String(), MaximumLagOnFailover: c.MaximumLagOnFailover.String(),
-		SemiSync: c.SemiSync.String(), Paused: c.Paused, Failsafe: c.Failsafe,
+		MaximumLagForReads: c.MaximumLagForReads.String(),
+		SemiSync:           c.SemiSync.String(), Paused: c.Paused, Failsafe: c.Failsafe,
 		RebuildDiverged: c.RebuildDiverged.String(), ReseedAfter: c.ReseedAfter.String(), Fenced: c.Fenced,
 	})
 }
@@ -272,6 +274,7 @@ func DecodeConfig(where string, b []byte) (dcs.Config, error) {
 		{"ttl", j.TTL, &c.TTL}, {"loop_wait", j.LoopWait, &c.LoopWait},
 		{"retry_timeout", j.RetryTimeout, &c.RetryTimeout}, {"safety_margin", j.SafetyMargin, &c.SafetyMargin},
 		{"maximum_lag_on_failover", j.MaximumLagOnFailover, &c.MaximumLagOnFailover},
+		{"maximum_lag_for_reads", j.MaximumLagForReads, &c.MaximumLagForReads},
 		{"reseed_after", j.ReseedAfter, &c.ReseedAfter},
 	} {
 		if f.s == "" {

@@ -292,11 +292,12 @@ func TestMemberReceiver(t *testing.T) {
 	}
 }
 
-// TestRebuildSettingsRoundTrip: an explicit reseed_after of 0 (never) is
-// not mistaken for an absent one (the default), and a policy survives.
+// TestRebuildSettingsRoundTrip: an explicit reseed_after or
+// maximum_lag_for_reads of 0 (never, no bound) is not mistaken for an absent
+// one (the default), and a policy survives.
 func TestRebuildSettingsRoundTrip(t *testing.T) {
 	c := dcs.DefaultConfig()
-	c.RebuildDiverged, c.ReseedAfter = dcs.RebuildReport, 0
+	c.RebuildDiverged, c.ReseedAfter, c.MaximumLagForReads = dcs.RebuildReport, 0, 0
 	b, err := EncodeConfig(c)
 	if err != nil {
 		t.Fatal(err)
