@@ -48,7 +48,7 @@ func ReadRefusal(s ReadState) string {
 	case s.Lag == nil:
 		return "lag unknown"
 	case *s.Lag > s.Limit:
-		return fmt.Sprintf("lag %s over maximum_lag_for_reads %s", s.Lag.Round(time.Second), s.Limit)
+		return fmt.Sprintf("lag %s over maximum_lag_for_reads %s", s.Lag.Round(100*time.Millisecond), s.Limit)
 	}
 	return ""
 }

@@ -22,6 +22,7 @@ func TestReadRefusal(t *testing.T) {
 		{"streaming, caught up", streaming(lag(0)), ""},
 		{"streaming, at the limit", streaming(lag(30 * time.Second)), ""},
 		{"streaming, past the limit", streaming(lag(31 * time.Second)), "lag 31s over maximum_lag_for_reads 30s"},
+		{"just past the limit", streaming(lag(30*time.Second + 420*time.Millisecond)), "lag 30.4s over maximum_lag_for_reads 30s"},
 		{"lag unknown", streaming(nil), "lag unknown"},
 		{"the primary", with(streaming(lag(0)), func(s *ReadState) { s.Role = dcs.RolePrimary }), "not a replica"},
 		{"no role", with(streaming(lag(0)), func(s *ReadState) { s.Role = dcs.RoleUnknown }), "not a replica"},

@@ -253,8 +253,13 @@ func (s state) String() string {
 
 // primaryEndpoints lists the ready addresses of the primary Service.
 func (c *cluster) primaryEndpoints(ctx context.Context) []string {
+	return c.endpoints(ctx, clusterName+"-primary")
+}
+
+// endpoints lists the ready addresses of service, sorted.
+func (c *cluster) endpoints(ctx context.Context, service string) []string {
 	l, err := c.client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: discoveryv1.LabelServiceName + "=" + clusterName + "-primary"})
+		LabelSelector: discoveryv1.LabelServiceName + "=" + service})
 	if err != nil {
 		c.t.Fatalf("listing EndpointSlices: %v", err)
 	}
