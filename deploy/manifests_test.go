@@ -32,7 +32,6 @@ type variant struct {
 	pullNever           bool
 	advertiseMySQL      string // MYSQLHA_ADVERTISE_MYSQL_ADDR as the kubelet resolves it for pod mysqlha-2
 	reportHost          string // report_host in the snippet for mysqlha-2
-	persistentData      bool   // data from a PVC template, else an emptyDir
 	mysqldShutdownSlack int    // seconds of grace left for mysqld after the longest preStop wait
 	pingCommand         string // the server probes' program
 	serverProgram       string // what the image's entrypoint starts: mariadbd or mysqld
@@ -43,7 +42,7 @@ var (
 		name: "base", dir: ".", serverContainer: "mariadb", serverImage: "mariadb:10.11",
 		agentImage: "mysqlha-agent:set-me-with-kustomize-edit-set-image", flavor: "mariadb",
 		advertiseMySQL: "mysqlha-2.mysqlha.db.svc:3306", reportHost: "mysqlha-2.mysqlha.db.svc",
-		persistentData: true, mysqldShutdownSlack: 30, pingCommand: "mariadb-admin", serverProgram: "mariadbd",
+		mysqldShutdownSlack: 30, pingCommand: "mariadb-admin", serverProgram: "mariadbd",
 	}
 	localNodeVariant = variant{
 		name: "local-node", dir: "overlays/local-node", serverContainer: "mariadb", serverImage: "localhost/mysqlha/mariadb:1",
@@ -55,7 +54,7 @@ var (
 		name: "mysql84", dir: "overlays/mysql84", serverContainer: "mysql", serverImage: "mysql:8.4",
 		agentImage: "mysqlha-agent:set-me-with-kustomize-edit-set-image", flavor: "mysql",
 		advertiseMySQL: "mysqlha-2.mysqlha.db.svc:3306", reportHost: "mysqlha-2.mysqlha.db.svc",
-		persistentData: true, mysqldShutdownSlack: 30, pingCommand: "mysqladmin", serverProgram: "mysqld",
+		mysqldShutdownSlack: 30, pingCommand: "mysqladmin", serverProgram: "mysqld",
 	}
 	variants = []variant{baseVariant, localNodeVariant, mysql84Variant}
 )
@@ -265,14 +264,11 @@ func (v variant) checkStatefulSet(t *testing.T, sts *appsv1.StatefulSet) {
 		t.Errorf("server args %q, want %q", server.Args, want)
 	}
 
-	// Data: a PVC per member, or an emptyDir where nothing provisions one.
+	// Data: a PVC per member, in every variant (the test node's too, so
+	// that its scenarios see a pod come back with its data).
 	hasClaim := slices.ContainsFunc(sts.Spec.VolumeClaimTemplates, func(c corev1.PersistentVolumeClaim) bool { return c.Name == "data" })
-	dataVol := findVolume(spec, "data")
-	switch {
-	case v.persistentData && (!hasClaim || dataVol != nil):
+	if dataVol := findVolume(spec, "data"); !hasClaim || dataVol != nil {
 		t.Errorf("want data from volumeClaimTemplates only; claim %v, volume %+v", hasClaim, dataVol)
-	case !v.persistentData && (hasClaim || len(sts.Spec.VolumeClaimTemplates) != 0 || dataVol == nil || dataVol.EmptyDir == nil):
-		t.Errorf("want data in an emptyDir and no volumeClaimTemplates; templates %d, volume %+v", len(sts.Spec.VolumeClaimTemplates), dataVol)
 	}
 	if m := findMount(server, "/var/lib/mysql"); m == nil || m.Name != "data" || m.ReadOnly {
 		t.Errorf("server data mount %+v", m)

@@ -79,6 +79,9 @@ func deploy(ctx context.Context, t *testing.T, n *realnode.Node, root, mariadbRe
 	if err := n.CreateNamespace(ctx, namespace); err != nil {
 		return nil, err
 	}
+	if err := c.createVolumes(ctx); err != nil {
+		return nil, err
+	}
 	if err := c.apply(ctx, objs); err != nil {
 		return nil, err
 	}

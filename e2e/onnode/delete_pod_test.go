@@ -12,8 +12,8 @@ import (
 
 // Graceful deletion of the primary pod, as a drain or kubectl delete does:
 // its agent hands over to the best replica, which catches up first, so
-// nothing is lost; the pod comes back empty (emptyDir) and rejoins as a
-// replica.
+// nothing is lost; the pod comes back with its volume's data and follows
+// the new primary.
 func TestPrimaryPodDeletion(t *testing.T) {
 	scenario{
 		name:   "graceful deletion of the primary pod",

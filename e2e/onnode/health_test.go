@@ -15,7 +15,7 @@ import (
 // order, and a test that breaks the cluster pays for the repair itself.
 
 // spoil marks the cluster as changed in a way later tests cannot live
-// with (purged binary logs: a member recreated empty could not catch up);
+// with (purged binary logs: a member wiped could not catch up);
 // the test that spoils it recreates it when it ends.
 func (c *cluster) spoil(why string) { c.spoiled = why }
 
@@ -71,8 +71,8 @@ func (c *cluster) check(timeout time.Duration) error {
 	return c.awaitCaughtUp(timeout)
 }
 
-// startOver starts the cluster over: the members and their data go (each
-// member's data lives in an emptyDir), so do the Leases that hold the lock
+// startOver starts the cluster over: the members and their data go (their
+// volumes are emptied), so do the Leases that hold the lock
 // and the member records, and the deployment is applied again and
 // bootstraps as on first use. A cluster that cannot be recreated fails
 // every later test at once.
@@ -104,9 +104,9 @@ func (c *cluster) startOver(why string) error {
 
 // wipe deletes the StatefulSet (its pods orphaned, so they are not
 // recreated meanwhile), each pod with a one-second grace (its data goes
-// with it anyway), waits until the kubelet has stopped them all, and only
-// then deletes the Leases: a running agent could otherwise write its
-// record or take the lock again.
+// anyway), waits until the kubelet has stopped them all, and only then
+// empties their volumes and deletes the Leases: a running agent could
+// otherwise write its record or take the lock again.
 func (c *cluster) wipe(ctx context.Context) error {
 	orphan := metav1.DeletePropagationOrphan
 	err := c.client.AppsV1().StatefulSets(namespace).Delete(ctx, clusterName, metav1.DeleteOptions{PropagationPolicy: &orphan})
@@ -124,6 +124,9 @@ func (c *cluster) wipe(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pods still present 2m after their deletion: %s", c.look(ctx))
 		}
+	}
+	if err := c.wipeVolumes(ctx); err != nil {
+		return err
 	}
 	err = c.client.CoordinationV1().Leases(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	if err != nil {
