@@ -3,26 +3,66 @@ package onnode
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/mysqlha/mysqlha/e2e/fault"
 )
 
-// A member loses its data (its pod is deleted: the test overlay keeps the
-// data in an emptyDir) after the primary purged the binary logs it would
-// need, so replication alone cannot bring it back (error 1236). Its agent
-// rebuilds it by itself from a donor's mariabackup stream once reseed_after
-// has passed (set to 10 s here; 5 min by default), while the application
-// keeps writing; afterwards every member holds every acknowledged row, and
-// the history names the automatic rebuild. (agentctl reinit, the same
-// rebuild asked for by a person, is tried in e2e's TestReinitEmptyMemberAfterPurge.)
+// A member loses its data (its claim, its pod and its volume's data are
+// deleted, as an operator replaces a broken volume) after the primary
+// purged the binary logs it would need, so replication alone cannot bring
+// it back (error 1236). Its agent rebuilds it by itself from a donor's
+// mariabackup stream once reseed_after has passed (set to 10 s here; 5 min
+// by default), while the application keeps writing; afterwards every member
+// holds every acknowledged row, and the history names the automatic
+// rebuild. (agentctl reinit, the same rebuild asked for by a person, is
+// tried in e2e's TestReinitEmptyMemberAfterPurge.)
 func TestReseedMemberAfterPurge(t *testing.T) {
+	reseedAfterPurge(t, "came back empty", true, func(c *cluster, primary, victim string) error {
+		purgeBinlogs(t, c, primary)
+		return c.wipeMember(context.Background(), victim)
+	})
+}
+
+// A replica is down (cut off from everything) while the application writes
+// and its source purges the binary logs holding what it has not received.
+// Back, it keeps its data but cannot catch up (error 1236), and is
+// re-seeded by itself as above.
+func TestReseedReplicaDownDuringPurge(t *testing.T) {
+	reseedAfterPurge(t, "was down during the purge", false, func(c *cluster, primary, victim string) error {
+		ctx := context.Background()
+		ns, err := c.node.PodNetns(ctx, namespace, victim)
+		if err != nil {
+			return err
+		}
+		faults := &fault.Injector{}
+		defer faults.HealAll()
+		if _, err := faults.Isolate(ns); err != nil {
+			return err
+		}
+		time.Sleep(2 * time.Second) // writes the replica does not receive
+		// The source keeps a binary log a replica still reads: the cut
+		// replica's session lingers until TCP gives up, so end it.
+		killDumpThreads(t, c, primary, c.podNamed(ctx, victim).Status.PodIP)
+		purgeBinlogs(t, c, primary)
+		return faults.HealAll()
+	})
+}
+
+// reseedAfterPurge runs lose, which makes victim (a replica) miss binary
+// logs the primary purges, under the write load, and checks that victim's
+// agent re-seeds it by itself and that nothing is lost; replaced: lose
+// replaces victim's pod.
+func reseedAfterPurge(t *testing.T, how string, replaced bool, lose func(c *cluster, primary, victim string) error) {
 	c := deployed(t)
 	// Nothing brings the purged history back: a member a later test
-	// recreates empty could not catch up by replication.
+	// wipes could not catch up by replication.
 	c.spoil("purged the primary's binary logs")
 	setConfig(t, c, "reseed_after=10s")
 	defer setConfig(t, c, "reseed_after=5m")
@@ -41,19 +81,23 @@ func TestReseedMemberAfterPurge(t *testing.T) {
 	defer cl.stop() // on a failure
 	w := cl.w
 	time.Sleep(2 * time.Second)
-	purgeBinlogs(t, c, primary.Name)
 
 	old := c.podNamed(ctx, victim)
-	if err := c.client.CoreV1().Pods(namespace).Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+	if err := lose(c, primary.Name, victim); err != nil {
 		t.Fatal(err)
 	}
-	broken, err := awaitBroken(c, victim, old.UID, 4*time.Minute)
+	var oldUID types.UID
+	restartsBefore := serverRestarts(old)
+	if replaced {
+		oldUID, restartsBefore = old.UID, 0
+	}
+	broken, err := awaitBroken(c, victim, oldUID, 4*time.Minute)
 	if err != nil {
 		c.dump(ctx, err.Error())
 		t.Fatal(err)
 	}
 	brokenAt := time.Now()
-	t.Logf("%s came back empty and cannot catch up: %s", victim, broken)
+	t.Logf("%s %s and cannot catch up: %s", victim, how, broken)
 
 	var rebuilt historyEntry
 	for deadline := time.Now().Add(5 * time.Minute); rebuilt.Kind == "" && time.Now().Before(deadline); time.Sleep(time.Second) {
@@ -77,11 +121,8 @@ func TestReseedMemberAfterPurge(t *testing.T) {
 	c.waitHealthy(2 * time.Minute)
 	c.waitAllHave(acked, 2*time.Minute)
 	c.checkBooks(t, cl, "the rebuild")
-	p := c.podNamed(ctx, victim)
-	for _, st := range p.Status.ContainerStatuses {
-		if st.Name == "mariadb" && st.RestartCount != 1 {
-			t.Errorf("%s's server container restarted %d times, want once (the swap)", victim, st.RestartCount)
-		}
+	if n := serverRestarts(c.podNamed(ctx, victim)) - restartsBefore; n != 1 {
+		t.Errorf("%s's server container restarted %d times, want once (the swap)", victim, n)
 	}
 	t.Logf("verdict: %s re-seeded by itself %s after its break: it holds all %d acknowledged writes, before and after the purge",
 		victim, ms(took), len(acked))
@@ -113,8 +154,9 @@ func purgeBinlogs(t *testing.T, c *cluster, primary string) {
 	t.Fatalf("%s keeps more than one binary log:\n%s", primary, last)
 }
 
-// awaitBroken waits for member's new pod (not uid) to report its
-// replication broken in agentctl status, and returns that state.
+// awaitBroken waits for member to report its replication broken in
+// agentctl status, and returns that state; with uid set, on a pod other
+// than uid only (a replaced member's new pod).
 func awaitBroken(c *cluster, member string, uid types.UID, timeout time.Duration) (string, error) {
 	ctx := context.Background()
 	var last string
@@ -132,4 +174,24 @@ func awaitBroken(c *cluster, member string, uid types.UID, timeout time.Duration
 		}
 	}
 	return "", fmt.Errorf("%s never reported its replication broken within %s (last state %q)", member, timeout, last)
+}
+
+// killDumpThreads ends the primary's binary log sessions of the replica at
+// ip.
+func killDumpThreads(t *testing.T, c *cluster, primary, ip string) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := c.execSQL(ctx, primary, fmt.Sprintf(
+		"SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%%' AND HOST LIKE '%s:%%'", ip))
+	if err != nil {
+		t.Fatalf("listing the binary log sessions on %s: %v\n%s", primary, err, out)
+	}
+	for _, line := range strings.Fields(out) {
+		if _, err := strconv.ParseUint(line, 10, 64); err != nil {
+			continue // the header
+		}
+		if out, err := c.execSQL(ctx, primary, "KILL "+line); err != nil && !strings.Contains(out, "Unknown thread") {
+			t.Fatalf("KILL %s on %s: %v\n%s", line, primary, err, out)
+		}
+	}
 }

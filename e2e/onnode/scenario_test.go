@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mysqlha/mysqlha/e2e/checker"
 	"github.com/mysqlha/mysqlha/e2e/fault"
@@ -53,6 +52,10 @@ type scenario struct {
 	// trials, when set, overrides -onnode.trials (a fault that lasts
 	// minutes runs once).
 	trials int
+	// selfHealing: a member the fault leaves diverged heals by itself
+	// (rebuild_diverged=auto); the runner waits for it instead of
+	// rebuilding it.
+	selfHealing bool
 }
 
 // trial is one injection.
@@ -105,13 +108,17 @@ type result struct {
 	books   books
 	// rebuilt counts members rebuilt because they were left errant.
 	rebuilt int
+	// healthy is the time from the fault to a healthy cluster again: three
+	// Ready pods (the replicas streaming within maximum_lag_for_reads),
+	// one primary, routed; the fault's own duration (hold) included.
+	healthy time.Duration
 }
 
 // healTimeout is how long the cluster has to become healthy after the
 // fault is healed: less when an errant old primary is an expected outcome
 // (it never heals by itself).
 func healTimeout(sc scenario) time.Duration {
-	if sc.expect.MayLose > 0 {
+	if sc.expect.MayLose > 0 && !sc.selfHealing {
 		return 90 * time.Second
 	}
 	return 4 * time.Minute
@@ -231,7 +238,7 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 		}
 	}
 	now, err := c.awaitHealthy(healTimeout(sc))
-	if sc.expect.MayLose > 0 {
+	if sc.expect.MayLose > 0 && !sc.selfHealing {
 		// The old primary may hold the writes it took with it, as errant
 		// transactions: its agent refuses to replicate and says so, and
 		// the operator rebuilds it. So does the test (tr.recreate), and
@@ -257,6 +264,7 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 		c.dump(ctx, msg)
 		t.Fatal(msg)
 	}
+	r.healthy = time.Since(tr.at)
 	// Some writes through the healed cluster, then the books are closed.
 	for since := time.Now(); w.firstAckAfter(since).IsZero() && time.Since(since) < 30*time.Second; {
 		time.Sleep(50 * time.Millisecond)
@@ -288,10 +296,10 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	problems = append(problems, r.report.Violations(sc.expect)...)
 	problems = append(problems, r.books.violations(sc.expect)...)
 	problems = append(problems, tr.problems()...)
-	t.Logf("verdict: %s trial %d: %s -> %s; detect %s promote %s route %s; %d acked, %d lost, longest outage %s; "+
+	t.Logf("verdict: %s trial %d: %s -> %s; detect %s promote %s route %s; healthy again %s; %d acked, %d lost, longest outage %s; "+
 		"max writable %d routable %d labelled %d over %d instants; writable while unreachable %s; GTIDs converged %v; %s%s",
 		sc.name, n, old.Name, now.Name, opt(r.changed, r.ph.detect), opt(r.changed, r.ph.promote), opt(r.changed, r.ph.route),
-		r.report.Acked, len(r.report.Lost), ms(r.report.LongestOutage), r.report.MaxWritable, r.report.MaxRoutable,
+		ms(r.healthy), r.report.Acked, len(r.report.Lost), ms(r.report.LongestOutage), r.report.MaxWritable, r.report.MaxRoutable,
 		r.report.MaxLabelled, r.report.Ticks, ms(time.Duration(r.report.IsolatedWritable)*checker.Tick), r.report.GTIDConverged,
 		r.books, tr.notesLine())
 	if len(problems) > 0 {
@@ -404,7 +412,7 @@ func (c *cluster) final(ctx context.Context, name string) (checker.Final, error)
 // printReport prints the scenario's figures, as make bench-failover shows
 // them: seconds from the injection, over the trials where the lock moved.
 func printReport(t *testing.T, name string, results []result) {
-	var detect, promote, route, outage []time.Duration
+	var detect, promote, route, outage, healthy []time.Duration
 	var lost, maxW, maxR, dualW, dualR, rebuilt int
 	var transfers, transfersLost, wrongBooks, ops int
 	verdicts := map[string]int{}
@@ -419,19 +427,20 @@ func printReport(t *testing.T, name string, results []result) {
 		if r.changed {
 			detect, promote, route = append(detect, r.ph.detect), append(promote, r.ph.promote), append(route, r.ph.route)
 		}
-		outage = append(outage, r.report.LongestOutage)
+		outage, healthy = append(outage, r.report.LongestOutage), append(healthy, r.healthy)
 		lost += len(r.report.Lost)
 		maxW, maxR = max(maxW, r.report.MaxWritable), max(maxR, r.report.MaxRoutable)
 		dualW, dualR = dualW+r.report.DualWritable, dualR+r.report.DualRoutable
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario %s: %d trials, the lock moved in %d\n", name, len(results), len(detect))
-	fmt.Fprintf(&b, "  %-4s %8s %8s %8s %8s\n", "", "detect", "promote", "route", "outage")
+	fmt.Fprintf(&b, "  %-4s %8s %8s %8s %8s %8s\n", "", "detect", "promote", "route", "outage", "healthy")
 	for _, row := range []struct {
 		name string
 		p    float64
 	}{{"p50", 0.5}, {"p95", 0.95}, {"max", 1}} {
-		fmt.Fprintf(&b, "  %-4s %8s %8s %8s %8s\n", row.name, pct(detect, row.p), pct(promote, row.p), pct(route, row.p), pct(outage, row.p))
+		fmt.Fprintf(&b, "  %-4s %8s %8s %8s %8s %8s\n", row.name, pct(detect, row.p), pct(promote, row.p), pct(route, row.p),
+			pct(outage, row.p), pct(healthy, row.p))
 	}
 	fmt.Fprintf(&b, "  writes lost %d; most writable at once %d, most routable at once %d; instants with two writable %d, two routable %d; errant members rebuilt %d\n",
 		lost, maxW, maxR, dualW, dualR, rebuilt)
@@ -502,16 +511,16 @@ func wantPrimary(now corev1.Pod, name string) error {
 // counts them exactly; this bounds what the scenarios tolerate.
 const asyncLossAllowance = 20
 
-// recreate rebuilds an errant member by deleting its pod: the test
-// overlay's emptyDir goes with it, and the new pod replicates the primary's
-// whole history. Not agentctl reinit, which an operator would use
-// (reseed_after_purge_test.go proves it): a rebuilt member's binary log
-// begins at its backup, and once it leads, every pod a later test recreates
-// empty could no longer catch up (CI saw it: error 1236).
+// recreate rebuilds an errant member by wiping it (wipeMember): the new pod
+// starts empty and replicates the primary's whole history. Not agentctl
+// reinit, which an operator would use (reseed_after_purge_test.go proves
+// it): a rebuilt member's binary log begins at its backup, and once it
+// leads, every member a later test wipes could no longer catch up (CI saw
+// it: error 1236).
 func (tr *trial) recreate(member string) error {
-	err := tr.c.client.CoreV1().Pods(namespace).Delete(context.Background(), member, metav1.DeleteOptions{})
+	err := tr.c.wipeMember(context.Background(), member)
 	if err == nil {
-		tr.note("%s rebuilt: its pod deleted", member)
+		tr.note("%s rebuilt: its pod and its volume's data deleted", member)
 	}
 	return err
 }
