@@ -77,15 +77,17 @@ e2e: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./e2e/onnode/ -args -onnode.trials=$(E2E_TRIALS) -onnode.long
 
 ## bench-failover: every fault scenario on the real node, FAILOVER_TRIALS
-## trials each (14 x 4 = 56 injections), then a report per scenario: detect,
-## promote and route percentiles, the client's longest outage, writes lost,
-## the most members writable and routable at once.
+## trials each, then a report per scenario: detect, promote and route
+## percentiles, the client's longest outage, the time to a healthy cluster,
+## writes lost, the most members writable and routable at once. The
+## rebuild scenarios run against a database of FAILOVER_DATA_MB.
 FAILOVER_TRIALS ?= 4
+FAILOVER_DATA_MB ?= 1024
 FAILOVER_REPORT := $(CURDIR)/bin/failover-report.txt
 bench-failover: deps
 	@mkdir -p bin && rm -f $(FAILOVER_REPORT)
 	$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) ./e2e/onnode/ \
-		-args -onnode.trials=$(FAILOVER_TRIALS) -onnode.long -onnode.report=$(FAILOVER_REPORT) > bin/failover-bench.log 2>&1; \
+		-args -onnode.trials=$(FAILOVER_TRIALS) -onnode.long -onnode.data-mb=$(FAILOVER_DATA_MB) -onnode.report=$(FAILOVER_REPORT) > bin/failover-bench.log 2>&1; \
 		status=$$?; cat $(FAILOVER_REPORT); grep -E -- '^(--- FAIL|FAIL|ok)' bin/failover-bench.log; \
 		echo "full log: bin/failover-bench.log"; exit $$status
 

@@ -31,6 +31,7 @@ func TestDivergedOldPrimaryHealsItself(t *testing.T) {
 	// once it leads, a member a later test wipes could not catch up.
 	c.spoil("a member rebuilt from a backup")
 	setConfig(t, c, "rebuild_diverged=auto")
+	dataMB := c.ensureData(t)
 	var old string
 	scenario{
 		name:        "the old primary back diverged on its volume heals itself",
@@ -78,8 +79,8 @@ func TestDivergedOldPrimaryHealsItself(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			tr.note("%s rebuilt by its agent: %s; %s on its volume, %d bytes, %d rows inserted", old, rebuilt.Reason,
-				filepath.Base(saved[len(saved)-1]), len(b), strings.Count(string(b), "### INSERT INTO"))
+			tr.note("database %d MB; %s rebuilt by its agent: %s; %s on its volume, %d bytes, %d rows inserted", dataMB, old,
+				rebuilt.Reason, filepath.Base(saved[len(saved)-1]), len(b), strings.Count(string(b), "### INSERT INTO"))
 			return nil
 		},
 		expect: checker.Expect{MayLose: asyncLossAllowance, MaxOutage: 30 * time.Second},

@@ -13,11 +13,22 @@ import (
 
 // holder reads the leader Lease's holder.
 func (c *cluster) holder(ctx context.Context) string {
+	h, _ := c.lock(ctx)
+	return h
+}
+
+// lock is the leader Lease's holder ("" when none, or unreadable) and when
+// it acquired the lock.
+func (c *cluster) lock(ctx context.Context) (string, time.Time) {
 	l, err := c.client.CoordinationV1().Leases(namespace).Get(ctx, clusterName+"-leader", metav1.GetOptions{})
 	if err != nil || l.Spec.HolderIdentity == nil {
-		return ""
+		return "", time.Time{}
 	}
-	return *l.Spec.HolderIdentity
+	var acquired time.Time
+	if l.Spec.AcquireTime != nil {
+		acquired = l.Spec.AcquireTime.Time
+	}
+	return *l.Spec.HolderIdentity, acquired
 }
 
 type historyEntry struct{ Kind, From, To, Reason string }
@@ -44,7 +55,9 @@ type phases struct{ detect, promote, route time.Duration }
 
 // awaitChange polls until a member other than old holds the lock, is
 // writable, and is the primary Service's only endpoint. When the lock does
-// not move within timeout, that is an error if must, else name is "".
+// not move within timeout, that is an error if must, else name is "". If
+// not must, old taking the lock again (a new acquisition: it gave it up or
+// lost it) is a change too, and the one it names.
 func (c *cluster) awaitChange(ctx context.Context, old string, since time.Time, timeout time.Duration, must bool) (string, phases, error) {
 	var (
 		ph       phases
@@ -52,12 +65,20 @@ func (c *cluster) awaitChange(ctx context.Context, old string, since time.Time, 
 		writable bool
 	)
 	deadline := since.Add(timeout)
+	_, firstAcquired := c.lock(ctx)
 	for time.Now().Before(deadline) {
 		now := time.Now()
-		if newName == "" {
-			if h := c.holder(ctx); h != "" && h != old {
-				newName, ph.detect = h, now.Sub(since)
+		// The lock may move again before its holder serves (a cold start:
+		// the old primary hands over to a member that is stopping too):
+		// the change completes on its latest holder, the old one included
+		// where the scenario allows it.
+		h, acquired := c.lock(ctx)
+		again := !must && h == old && !acquired.Equal(firstAcquired)
+		if h != "" && h != newName && (h != old || again) {
+			if newName == "" {
+				ph.detect = now.Sub(since)
 			}
+			newName, writable = h, false
 		}
 		if newName != "" && !writable {
 			if p, err := c.client.CoreV1().Pods(namespace).Get(ctx, newName, metav1.GetOptions{}); err == nil && p.Status.PodIP != "" {

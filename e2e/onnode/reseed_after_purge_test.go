@@ -66,6 +66,7 @@ func reseedAfterPurge(t *testing.T, how string, replaced bool, lose func(c *clus
 	c.spoil("purged the primary's binary logs")
 	setConfig(t, c, "reseed_after=10s")
 	defer setConfig(t, c, "reseed_after=5m")
+	dataMB := c.ensureData(t)
 	ctx := context.Background()
 	primary := c.waitHealthy(3 * time.Minute)
 	if err := c.awaitCaughtUp(3 * time.Minute); err != nil {
@@ -124,8 +125,8 @@ func reseedAfterPurge(t *testing.T, how string, replaced bool, lose func(c *clus
 	if n := serverRestarts(c.podNamed(ctx, victim)) - restartsBefore; n != 1 {
 		t.Errorf("%s's server container restarted %d times, want once (the swap)", victim, n)
 	}
-	t.Logf("verdict: %s re-seeded by itself %s after its break: it holds all %d acknowledged writes, before and after the purge",
-		victim, ms(took), len(acked))
+	t.Logf("verdict: %s re-seeded by itself %s after its break, database %d MB: it holds all %d acknowledged writes, before and after the purge",
+		victim, ms(took), dataMB, len(acked))
 }
 
 // purgeBinlogs leaves the primary with only its current binary log.
