@@ -382,7 +382,17 @@ func (c *cluster) openTimeout(host string, rw time.Duration) *sql.DB {
 func (c *cluster) missing(ctx context.Context, pod corev1.Pod, acked []int64) ([]int64, error) {
 	db := c.open(pod.Status.PodIP)
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, "SELECT id FROM w")
+	have, err := writtenIDs(ctx, db, "w")
+	if err != nil {
+		return nil, err
+	}
+	return absent(acked, have), nil
+}
+
+// writtenIDs are the ids in the writer's table (w in the database db
+// uses, or as table names it).
+func writtenIDs(ctx context.Context, db *sql.DB, table string) (map[int64]bool, error) {
+	rows, err := db.QueryContext(ctx, "SELECT id FROM "+table)
 	if err != nil {
 		return nil, err
 	}
@@ -395,13 +405,18 @@ func (c *cluster) missing(ctx context.Context, pod corev1.Pod, acked []int64) ([
 		}
 		have[id] = true
 	}
+	return have, rows.Err()
+}
+
+// absent lists the ids of want that have lacks.
+func absent(want []int64, have map[int64]bool) []int64 {
 	var out []int64
-	for _, id := range acked {
+	for _, id := range want {
 		if !have[id] {
 			out = append(out, id)
 		}
 	}
-	return out, rows.Err()
+	return out
 }
 
 // waitAllHave waits until every pod has every acked id.

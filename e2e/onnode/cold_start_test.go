@@ -20,12 +20,13 @@ import (
 // lost. The outage is the whole restart: termination, the images' start,
 // the election.
 func TestColdStart(t *testing.T) {
+	dataMB := deployed(t).ensureData(t)
 	scenario{
 		name:   "cold start: every pod deleted at once",
 		leader: anyLeader,
 		inject: func(tr *trial) error { return tr.deleteAllPods(nil) },
 		verify: func(tr *trial, now corev1.Pod) error {
-			tr.note("%s leads after the cold start", now.Name)
+			tr.note("database %d MB; %s leads after the cold start", dataMB, now.Name)
 			return nil
 		},
 		expect: checker.Expect{MaxOutage: 90 * time.Second},
@@ -36,6 +37,7 @@ func TestColdStart(t *testing.T) {
 // down, as a replaced disk: that member comes back empty and must not lead;
 // it copies the primary's history and follows.
 func TestColdStartWithAWipedVolume(t *testing.T) {
+	dataMB := deployed(t).ensureData(t)
 	var wiped string
 	scenario{
 		name:   "cold start with one replica's volume wiped",
@@ -48,7 +50,7 @@ func TestColdStartWithAWipedVolume(t *testing.T) {
 			if now.Name == wiped || tr.changedTo == wiped {
 				return fmt.Errorf("%s, whose volume was wiped, took the lock", wiped)
 			}
-			tr.note("%s wiped; %s leads after the cold start", wiped, now.Name)
+			tr.note("database %d MB; %s wiped; %s leads after the cold start", dataMB, wiped, now.Name)
 			return nil
 		},
 		expect: checker.Expect{MaxOutage: 90 * time.Second},

@@ -2,10 +2,9 @@ package onnode
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -25,23 +24,26 @@ func (c *cluster) ensureData(t *testing.T) int {
 	t.Helper()
 	ctx := context.Background()
 	primary := c.waitHealthy(3 * time.Minute)
-	size := c.dataMB(t, primary.Name)
+	db, err := c.rootDB(ctx, primary.Name, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	size := dataMB(t, db)
 	if size >= *flagDataMB {
 		return size
 	}
 	began := time.Now()
 	create := "CREATE TABLE IF NOT EXISTS app.ballast (id BIGINT AUTO_INCREMENT PRIMARY KEY, pad VARBINARY(1024) NOT NULL) ENGINE=InnoDB"
-	if out, err := c.execSQL(ctx, primary.Name, create); err != nil {
-		t.Fatalf("creating app.ballast: %v\n%s", err, out)
+	if _, err := db.ExecContext(ctx, create); err != nil {
+		t.Fatalf("creating app.ballast on %s: %v", primary.Name, err)
 	}
-	insert := fmt.Sprintf("INSERT INTO app.ballast (pad) SELECT RANDOM_BYTES(1000) FROM seq_1_to_%d", ballastChunk)
+	insert := fmt.Sprintf("INSERT INTO app.ballast (pad) SELECT RANDOM_BYTES(1000) FROM app.seq_1_to_%d", ballastChunk)
 	for size < *flagDataMB {
-		for range 10 {
-			if out, err := c.execSQL(ctx, primary.Name, insert); err != nil {
-				t.Fatalf("loading app.ballast: %v\n%s", err, out)
-			}
+		if _, err := db.ExecContext(ctx, insert); err != nil {
+			t.Fatalf("loading app.ballast on %s: %v", primary.Name, err)
 		}
-		size = c.dataMB(t, primary.Name)
+		size = dataMB(t, db)
 	}
 	if err := c.awaitCaughtUp(15 * time.Minute); err != nil {
 		t.Fatalf("the replicas after loading %d MB: %v", size, err)
@@ -50,19 +52,25 @@ func (c *cluster) ensureData(t *testing.T) int {
 	return size
 }
 
-// dataMB is the size of member's InnoDB data and indexes, all schemas but
-// the system ones, in MB.
-func (c *cluster) dataMB(t *testing.T, member string) int {
+// rootDB is a root pool on member's mysqld, through its socket from the
+// host, with timeout for each statement.
+func (c *cluster) rootDB(ctx context.Context, member string, timeout time.Duration) (*sql.DB, error) {
+	pid, err := c.node.ContainerPID(ctx, namespace, member, "mariadb")
+	if err != nil {
+		return nil, err
+	}
+	return openSocket(pid, timeout), nil
+}
+
+// dataMB is the size of the InnoDB data and indexes of every schema but the
+// system ones, in MB, as the server's statistics count them.
+func dataMB(t *testing.T, db *sql.DB) int {
 	t.Helper()
-	out, err := c.execSQL(context.Background(), member, "SELECT CAST(COALESCE(SUM(data_length+index_length),0) DIV 1048576 AS UNSIGNED) AS mb "+
-		"FROM information_schema.TABLES WHERE table_schema NOT IN ('mysql','information_schema','performance_schema','sys')")
+	var mb int
+	err := db.QueryRowContext(context.Background(), "SELECT CAST(COALESCE(SUM(data_length+index_length),0) DIV 1048576 AS UNSIGNED) "+
+		"FROM information_schema.TABLES WHERE table_schema NOT IN ('mysql','information_schema','performance_schema','sys')").Scan(&mb)
 	if err != nil {
-		t.Fatalf("measuring the database on %s: %v\n%s", member, err, out)
+		t.Fatalf("measuring the database: %v", err)
 	}
-	f := strings.Fields(out) // "mb" then the number
-	n, err := strconv.Atoi(f[len(f)-1])
-	if err != nil {
-		t.Fatalf("measuring the database on %s: %q", member, out)
-	}
-	return n
+	return mb
 }

@@ -11,12 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// holder reads the leader Lease's holder.
-func (c *cluster) holder(ctx context.Context) string {
-	h, _ := c.lock(ctx)
-	return h
-}
-
 // lock is the leader Lease's holder ("" when none, or unreadable) and when
 // it acquired the lock.
 func (c *cluster) lock(ctx context.Context) (string, time.Time) {

@@ -46,7 +46,13 @@ func TestReseedReplicaDownDuringPurge(t *testing.T) {
 		if _, err := faults.Isolate(ns); err != nil {
 			return err
 		}
-		time.Sleep(2 * time.Second) // writes the replica does not receive
+		// Writes the replica does not receive: the clients', and one of our
+		// own, should the clients be stalled (a primary flushing a large
+		// load, say).
+		if out, err := c.execSQL(ctx, primary, "CREATE TABLE IF NOT EXISTS app.missed (n INT); INSERT INTO app.missed VALUES (1)"); err != nil {
+			return fmt.Errorf("writing on %s: %v\n%s", primary, err, out)
+		}
+		time.Sleep(2 * time.Second)
 		// The source keeps a binary log a replica still reads: the cut
 		// replica's session lingers until TCP gives up, so end it.
 		killDumpThreads(t, c, primary, c.podNamed(ctx, victim).Status.PodIP)
@@ -55,10 +61,12 @@ func TestReseedReplicaDownDuringPurge(t *testing.T) {
 	})
 }
 
-// reseedAfterPurge runs lose, which makes victim (a replica) miss binary
-// logs the primary purges, under the write load, and checks that victim's
+// reseedAfterPurge runs lose, which makes a replica miss binary logs the
+// primary purges, under the write load, and checks that the replica's
 // agent re-seeds it by itself and that nothing is lost; replaced: lose
-// replaces victim's pod.
+// replaces the replica's pod. It runs -onnode.trials trials (a purged
+// cluster can be purged again) and reports the time from the fault to a
+// healthy cluster.
 func reseedAfterPurge(t *testing.T, how string, replaced bool, lose func(c *cluster, primary, victim string) error) {
 	c := deployed(t)
 	// Nothing brings the purged history back: a member a later test
@@ -67,6 +75,17 @@ func reseedAfterPurge(t *testing.T, how string, replaced bool, lose func(c *clus
 	setConfig(t, c, "reseed_after=10s")
 	defer setConfig(t, c, "reseed_after=5m")
 	dataMB := c.ensureData(t)
+	var healthy []time.Duration
+	for n := 1; n <= *flagTrials; n++ {
+		healthy = append(healthy, reseedTrial(t, c, n, how, replaced, lose, dataMB))
+	}
+	t.Logf("re-seed of a member that %s, database %d MB, %d trials: fault to a healthy cluster p50 %ss, max %ss",
+		how, dataMB, len(healthy), pct(healthy, 0.5), pct(healthy, 1))
+}
+
+// reseedTrial is one trial of reseedAfterPurge; it returns the time from
+// the fault to a healthy cluster.
+func reseedTrial(t *testing.T, c *cluster, n int, how string, replaced bool, lose func(c *cluster, primary, victim string) error, dataMB int) time.Duration {
 	ctx := context.Background()
 	primary := c.waitHealthy(3 * time.Minute)
 	if err := c.awaitCaughtUp(3 * time.Minute); err != nil {
@@ -78,12 +97,23 @@ func reseedAfterPurge(t *testing.T, how string, replaced bool, lose func(c *clus
 			victim = p.Name
 		}
 	}
+	rebuilds := func() []historyEntry {
+		var out []historyEntry
+		for _, e := range c.history(ctx) {
+			if e.Kind == "reinit" && e.To == victim {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	before := len(rebuilds())
 	cl := c.startClients(true)
 	defer cl.stop() // on a failure
 	w := cl.w
 	time.Sleep(2 * time.Second)
 
 	old := c.podNamed(ctx, victim)
+	faultAt := time.Now()
 	if err := lose(c, primary.Name, victim); err != nil {
 		t.Fatal(err)
 	}
@@ -98,35 +128,35 @@ func reseedAfterPurge(t *testing.T, how string, replaced bool, lose func(c *clus
 		t.Fatal(err)
 	}
 	brokenAt := time.Now()
-	t.Logf("%s %s and cannot catch up: %s", victim, how, broken)
+	t.Logf("trial %d: %s %s and cannot catch up: %s", n, victim, how, broken)
 
 	var rebuilt historyEntry
 	for deadline := time.Now().Add(5 * time.Minute); rebuilt.Kind == "" && time.Now().Before(deadline); time.Sleep(time.Second) {
-		for _, e := range c.history(ctx) {
-			if e.Kind == "reinit" && e.To == victim {
-				rebuilt = e
-			}
+		if r := rebuilds(); len(r) > before {
+			rebuilt = r[len(r)-1]
 		}
 	}
 	took := time.Since(brokenAt)
 	if !strings.HasPrefix(rebuilt.Reason, "automatic rebuild from ") || !strings.Contains(rebuilt.Reason, "error 1236") ||
 		!strings.HasSuffix(rebuilt.Reason, ": done") {
-		msg := fmt.Sprintf("no automatic rebuild of %s in the history within 5 min of its break (last entry %+v)", victim, rebuilt)
+		msg := fmt.Sprintf("trial %d: no automatic rebuild of %s in the history within 5 min of its break (last entry %+v)", n, victim, rebuilt)
 		c.dump(ctx, msg)
 		t.Fatal(msg)
 	}
-	t.Logf("%s rebuilt by its agent %s after it reported the break: %s", victim, ms(took), rebuilt.Reason)
+	t.Logf("trial %d: %s rebuilt by its agent %s after it reported the break: %s", n, victim, ms(took), rebuilt.Reason)
 
+	c.waitHealthy(2 * time.Minute)
+	healthy := time.Since(faultAt)
 	time.Sleep(2 * time.Second)
 	acked := w.Stop()
-	c.waitHealthy(2 * time.Minute)
 	c.waitAllHave(acked, 2*time.Minute)
 	c.checkBooks(t, cl, "the rebuild")
 	if n := serverRestarts(c.podNamed(ctx, victim)) - restartsBefore; n != 1 {
 		t.Errorf("%s's server container restarted %d times, want once (the swap)", victim, n)
 	}
-	t.Logf("verdict: %s re-seeded by itself %s after its break, database %d MB: it holds all %d acknowledged writes, before and after the purge",
-		victim, ms(took), dataMB, len(acked))
+	t.Logf("verdict: trial %d: %s re-seeded by itself %s after its break, healthy again %s after the fault, database %d MB: "+
+		"it holds all %d acknowledged writes, before and after the purge", n, victim, ms(took), ms(healthy), dataMB, len(acked))
+	return healthy
 }
 
 // purgeBinlogs leaves the primary with only its current binary log.
