@@ -177,10 +177,8 @@ type serverMemory struct {
 	restarting *restartRun
 	// healing is self-healing's memory (heal.go).
 	healing healMemory
-	// readsOff is why we serve no reads, as last published (reads.go);
-	// readsRole our role then.
-	readsOff  string
-	readsRole dcs.Role
+	// readsOff is why we serve no reads, as last announced (reads.go).
+	readsOff string
 	// stopping: the agent is in its last iterations (SIGTERM); the record
 	// it publishes then carries failover.TagStopped. failedTargets are the
 	// members a hand-over of this shutdown did not complete with.

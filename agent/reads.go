@@ -13,18 +13,19 @@ import (
 
 // readRefusal says why we serve no reads now ("" when we do, and on a
 // member that is not a replica), and announces a change with a log line and
-// an Event: our pod's readiness, and so the read Service, follows it.
+// an Event: our pod's readiness, and so the read Service, follows it. A
+// member that stops being a replica leaves silently: its role change says
+// it all.
 func (a *Agent) readRefusal(obs mysqlctl.Observation, localErr error, lag *time.Duration) string {
-	refusal := ""
-	if a.role == dcs.RoleReplica {
-		refusal = failover.ReadRefusal(failover.ReadState{
-			Role: a.role, Healthy: localErr == nil, Replication: replicationState(obs, localErr),
-			Lag: lag, Limit: a.clusterConfig.MaximumLagForReads,
-		})
+	if a.role != dcs.RoleReplica {
+		a.readsOff = ""
+		return ""
 	}
-	// A replica announces leaving and returning; a member that stops being
-	// a replica, or becomes one, does not: its role change says it all.
-	if a.role == dcs.RoleReplica && a.role == a.readsRole && (refusal == "") != (a.readsOff == "") {
+	refusal := failover.ReadRefusal(failover.ReadState{
+		Role: a.role, Healthy: localErr == nil, Replication: replicationState(obs, localErr),
+		Lag: lag, Limit: a.clusterConfig.MaximumLagForReads,
+	})
+	if (refusal == "") != (a.readsOff == "") {
 		// Event only queues (podrole), so it needs no deadline of ours.
 		if refusal != "" {
 			a.log.Warn("serving no reads: not Ready, so out of the read Service", zap.String("why", refusal))
@@ -34,6 +35,6 @@ func (a *Agent) readRefusal(obs mysqlctl.Observation, localErr error, lag *time.
 			a.labeler.Event(context.Background(), a.self.Name, eventNormal, "ReadsOn", "back in the read Service")
 		}
 	}
-	a.readsOff, a.readsRole = refusal, a.role
+	a.readsOff = refusal
 	return refusal
 }
