@@ -42,14 +42,24 @@ func TestDivergedOldPrimaryHealsItself(t *testing.T) {
 		selfHealing: true,
 		inject: func(tr *trial) error {
 			old = tr.primary.Name
+			ctx := context.Background()
+			if out, err := tr.c.execSQL(ctx, old, "CREATE TABLE IF NOT EXISTS app.missed (n INT)"); err != nil {
+				return fmt.Errorf("creating app.missed on %s: %v\n%s", old, err, out)
+			}
+			time.Sleep(500 * time.Millisecond) // the replicas receive it
 			for _, r := range tr.replicas {
-				if _, err := tr.c.execSQL(context.Background(), r.Name, "STOP SLAVE IO_THREAD"); err != nil {
+				if _, err := tr.c.execSQL(ctx, r.Name, "STOP SLAVE IO_THREAD"); err != nil {
 					return fmt.Errorf("stopping the receiver of %s: %w", r.Name, err)
 				}
 			}
-			time.Sleep(100 * time.Millisecond) // writes only the primary takes
+			// Writes only the primary takes: the clients', and one of our own
+			// should the clients be stalled (a primary flushing a large load).
+			if out, err := tr.c.execSQL(ctx, old, "INSERT INTO app.missed VALUES (1)"); err != nil {
+				return fmt.Errorf("writing on %s: %v\n%s", old, err, out)
+			}
+			time.Sleep(100 * time.Millisecond)
 			tr.at = time.Now()
-			pids, err := tr.c.node.PodPIDs(context.Background(), namespace, old)
+			pids, err := tr.c.node.PodPIDs(ctx, namespace, old)
 			if err != nil {
 				return err
 			}
@@ -57,7 +67,7 @@ func TestDivergedOldPrimaryHealsItself(t *testing.T) {
 				_ = fault.Kill(pid) // some exit as the others die
 			}
 			zero := int64(0)
-			return tr.c.client.CoreV1().Pods(namespace).Delete(context.Background(), old, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			return tr.c.client.CoreV1().Pods(namespace).Delete(ctx, old, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		},
 		verify: func(tr *trial, now corev1.Pod) error {
 			var rebuilt historyEntry
