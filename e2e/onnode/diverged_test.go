@@ -57,7 +57,6 @@ func TestDivergedOldPrimaryHealsItself(t *testing.T) {
 			if out, err := tr.c.execSQL(ctx, old, "INSERT INTO app.missed VALUES (1)"); err != nil {
 				return fmt.Errorf("writing on %s: %v\n%s", old, err, out)
 			}
-			time.Sleep(100 * time.Millisecond)
 			tr.at = time.Now()
 			pids, err := tr.c.node.PodPIDs(ctx, namespace, old)
 			if err != nil {

@@ -53,8 +53,18 @@ func TestReseedReplicaDownDuringPurge(t *testing.T) {
 			return fmt.Errorf("writing on %s: %v\n%s", primary, err, out)
 		}
 		time.Sleep(2 * time.Second)
-		// The source keeps a binary log a replica still reads: the cut
-		// replica's session lingers until TCP gives up, so end it.
+		// Both ends of the cut replica's session linger until TCP gives up,
+		// and what the source had sent into it would arrive after the heal:
+		// end the receiver (over its socket, which the cut leaves alone),
+		// and the source's side, which keeps a binary log in use.
+		db, err := c.rootDB(ctx, victim, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, "STOP SLAVE IO_THREAD"); err != nil {
+			return fmt.Errorf("stopping the receiver of %s: %w", victim, err)
+		}
 		killDumpThreads(t, c, primary, c.podNamed(ctx, victim).Status.PodIP)
 		purgeBinlogs(t, c, primary)
 		return faults.HealAll()
