@@ -24,7 +24,7 @@ func TestColdStart(t *testing.T) {
 	scenario{
 		name:   "cold start: every pod deleted at once",
 		leader: anyLeader,
-		inject: func(tr *trial) error { return tr.deleteAllPods(nil) },
+		inject: func(tr *trial) error { return tr.deleteAllPods("") },
 		verify: func(tr *trial, now corev1.Pod) error {
 			tr.note("database %d MB; %s leads after the cold start", dataMB, now.Name)
 			return nil
@@ -44,7 +44,7 @@ func TestColdStartWithAWipedVolume(t *testing.T) {
 		leader: anyLeader,
 		inject: func(tr *trial) error {
 			wiped = tr.replicas[0].Name
-			return tr.deleteAllPods(&wiped)
+			return tr.deleteAllPods(wiped)
 		},
 		verify: func(tr *trial, now corev1.Pod) error {
 			if now.Name == wiped || tr.changedTo == wiped {
@@ -57,15 +57,15 @@ func TestColdStartWithAWipedVolume(t *testing.T) {
 	}.run(t)
 }
 
-// deleteAllPods deletes every member's pod at once, gracefully; with
-// wipe set, that member's claim goes first and its volume is emptied once
-// its pod is gone (wipeMember, for one of many).
-func (tr *trial) deleteAllPods(wipe *string) error {
+// deleteAllPods deletes every member's pod at once, gracefully; wipe, when
+// not "", names a member whose claim goes first and whose volume is emptied
+// once its pod is gone (wipeMember, for one of many).
+func (tr *trial) deleteAllPods(wipe string) error {
 	ctx := context.Background()
 	var claim *corev1.PersistentVolumeClaim
-	if wipe != nil {
+	if wipe != "" {
 		var err error
-		if claim, err = tr.c.deleteClaim(ctx, *wipe); err != nil {
+		if claim, err = tr.c.deleteClaim(ctx, wipe); err != nil {
 			return err
 		}
 	}
@@ -75,8 +75,8 @@ func (tr *trial) deleteAllPods(wipe *string) error {
 			return fmt.Errorf("deleting pod %s: %w", m, err)
 		}
 	}
-	if wipe == nil {
+	if wipe == "" {
 		return nil
 	}
-	return tr.c.emptyVolume(ctx, *wipe, claim)
+	return tr.c.emptyVolume(ctx, wipe, claim)
 }
