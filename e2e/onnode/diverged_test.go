@@ -34,6 +34,7 @@ func TestDivergedOldPrimaryHealsItself(t *testing.T) {
 	// once it leads, a member a later test wipes could not catch up.
 	c.spoil("a member rebuilt from a backup")
 	setConfig(t, c, "rebuild_diverged=auto")
+	defer setConfig(t, c, "rebuild_diverged=report")
 	dataMB := c.ensureData(t)
 	var old string
 	scenario{
@@ -97,16 +98,15 @@ func TestDivergedOldPrimaryHealsItself(t *testing.T) {
 		},
 		expect: checker.Expect{MayLose: asyncLossAllowance, MaxOutage: 30 * time.Second},
 	}.run(t)
-	setConfig(t, c, "rebuild_diverged=report")
 }
 
 // replaySaved replays a saved file as a person checks one before touching
 // the primary: on a scratch server that holds the application's schema
 // (mariadb-dump --no-data from the primary), with the mariadb client as
 // root. It must apply, and bring back every write the client was told
-// succeeded and the cluster lacks: what async mode lost is in the file. (Replayed on the primary, its row images would also put
-// back the balances of the bank's accounts as they were then: README,
-// "Self-healing", review it first.)
+// succeeded and the cluster lacks: what async mode lost is in the file.
+// (Replayed on the primary, its row images would also put back the bank's
+// balances as they were then: README, "Self-healing", review it first.)
 func replaySaved(tr *trial, primary corev1.Pod, file string) error {
 	ctx := context.Background()
 	pid, err := tr.pid(primary, "mariadb")
