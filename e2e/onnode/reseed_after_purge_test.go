@@ -25,7 +25,7 @@ import (
 // tried in e2e's TestReinitEmptyMemberAfterPurge.)
 func TestReseedMemberAfterPurge(t *testing.T) {
 	reseedAfterPurge(t, "came back empty", true, func(c *cluster, primary, victim string) error {
-		purgeBinlogs(t, c, primary)
+		purgeBinlogs(t, c, primary, "")
 		return c.wipeMember(context.Background(), victim)
 	})
 }
@@ -56,7 +56,7 @@ func TestReseedReplicaDownDuringPurge(t *testing.T) {
 		// Both ends of the cut replica's session linger until TCP gives up,
 		// and what the source had sent into it would arrive after the heal:
 		// end the receiver (over its socket, which the cut leaves alone),
-		// and the source's side, which keeps a binary log in use.
+		// and the source's side (purgeBinlogs), which keeps a log in use.
 		db, err := c.rootDB(ctx, victim, 5*time.Second)
 		if err != nil {
 			return err
@@ -65,8 +65,7 @@ func TestReseedReplicaDownDuringPurge(t *testing.T) {
 		if _, err := db.ExecContext(ctx, "STOP SLAVE IO_THREAD"); err != nil {
 			return fmt.Errorf("stopping the receiver of %s: %w", victim, err)
 		}
-		killDumpThreads(t, c, primary, c.podNamed(ctx, victim).Status.PodIP)
-		purgeBinlogs(t, c, primary)
+		purgeBinlogs(t, c, primary, c.podNamed(ctx, victim).Status.PodIP)
 		return faults.HealAll()
 	})
 }
@@ -171,15 +170,20 @@ func reseedTrial(t *testing.T, c *cluster, n int, how string, replaced bool, los
 
 // purgeBinlogs leaves the primary with only its current binary log.
 // MariaDB keeps a log a replica still reads, so it retries until the
-// replicas have moved on.
-func purgeBinlogs(t *testing.T, c *cluster, primary string) {
+// replicas have moved on; evict, when not "", is the address of a cut
+// replica whose sessions it ends before each try (a killed session that
+// was blocked writing to it can linger, and a new one can appear).
+func purgeBinlogs(t *testing.T, c *cluster, primary, evict string) {
 	t.Helper()
 	ctx := context.Background()
 	if out, err := c.execSQL(ctx, primary, "FLUSH BINARY LOGS"); err != nil {
 		t.Fatalf("FLUSH BINARY LOGS on %s: %v\n%s", primary, err, out)
 	}
 	var last string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if evict != "" {
+			killDumpThreads(t, c, primary, evict)
+		}
 		out, err := c.execSQL(ctx, primary, "PURGE BINARY LOGS BEFORE NOW() + INTERVAL 1 DAY")
 		if err != nil && !strings.Contains(out, "in use") {
 			t.Fatalf("PURGE BINARY LOGS on %s: %v\n%s", primary, err, out)
@@ -192,7 +196,8 @@ func purgeBinlogs(t *testing.T, c *cluster, primary string) {
 			return
 		}
 	}
-	t.Fatalf("%s keeps more than one binary log:\n%s", primary, last)
+	sessions, _ := c.execSQL(ctx, primary, "SELECT ID, HOST, COMMAND, TIME, STATE FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+	t.Fatalf("%s keeps more than one binary log:\n%s\nits binary log sessions:\n%s", primary, last, sessions)
 }
 
 // awaitBroken waits for member to report its replication broken in
