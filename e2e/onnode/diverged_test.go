@@ -47,7 +47,9 @@ func TestDivergedOldPrimaryHealsItself(t *testing.T) {
 			if out, err := tr.c.execSQL(ctx, old, "CREATE TABLE IF NOT EXISTS app.missed (n INT)"); err != nil {
 				return fmt.Errorf("creating app.missed on %s: %v\n%s", old, err, out)
 			}
-			time.Sleep(500 * time.Millisecond) // the replicas receive it
+			if err := tr.awaitReplicasHave("app.missed"); err != nil {
+				return err
+			}
 			for _, r := range tr.replicas {
 				if _, err := tr.c.execSQL(ctx, r.Name, "STOP SLAVE IO_THREAD"); err != nil {
 					return fmt.Errorf("stopping the receiver of %s: %w", r.Name, err)
@@ -71,16 +73,14 @@ func TestDivergedOldPrimaryHealsItself(t *testing.T) {
 		},
 		verify: func(tr *trial, now corev1.Pod) error {
 			var rebuilt historyEntry
-			for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+			_ = poll(3*time.Minute, "the rebuild of "+old, func() bool {
 				for _, e := range tr.c.history(context.Background()) {
 					if e.Kind == "reinit" && e.To == old && strings.HasSuffix(e.Reason, ": done") {
 						rebuilt = e
 					}
 				}
-				if rebuilt.Kind != "" {
-					break
-				}
-			}
+				return rebuilt.Kind != ""
+			}) // judged below, with what the history held
 			if !strings.Contains(rebuilt.Reason, "automatic rebuild from ") || !strings.Contains(rebuilt.Reason, "saved to ") {
 				return fmt.Errorf("no automatic rebuild of %s with a saved file in the history (last %+v)", old, rebuilt)
 			}
@@ -155,4 +155,19 @@ func replaySaved(tr *trial, primary corev1.Pod, file string) error {
 	tr.note("replayed on a scratch server: all %d acknowledged writes the cluster lost are in it, with %d the client never saw acknowledged",
 		len(lost), len(have)-len(lost))
 	return nil
+}
+
+// awaitReplicasHave waits until every replica of the trial has table.
+func (tr *trial) awaitReplicasHave(table string) error {
+	ctx := context.Background()
+	schema, name, _ := strings.Cut(table, ".")
+	return poll(30*time.Second, "the replicas to have "+table, func() bool {
+		for _, r := range tr.replicas {
+			out, err := tr.c.execSQL(ctx, r.Name, fmt.Sprintf("SHOW TABLES FROM %s LIKE '%s'", schema, name))
+			if err != nil || !strings.Contains(out, name) {
+				return false
+			}
+		}
+		return true
+	})
 }

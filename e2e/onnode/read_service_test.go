@@ -88,13 +88,14 @@ func (c *cluster) awaitReadEndpoints(want []string, timeout time.Duration) (time
 	want = slices.Sorted(slices.Values(want))
 	start := time.Now()
 	var got []string
-	for time.Since(start) < timeout {
-		if got = c.endpoints(context.Background(), clusterName+"-replicas"); slices.Equal(got, want) {
-			return time.Since(start), nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	err := poll(timeout, fmt.Sprintf("the read Service's endpoints to be %v", want), func() bool {
+		got = c.endpoints(context.Background(), clusterName+"-replicas")
+		return slices.Equal(got, want)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%w (they were %v)", err, got)
 	}
-	return 0, fmt.Errorf("the read Service's endpoints were %v for %s, want %v", got, timeout, want)
+	return time.Since(start), nil
 }
 
 // podEvent is the message of the newest Event with reason on pod; "" when
