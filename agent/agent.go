@@ -117,6 +117,9 @@ type Agent struct {
 type lockMemory struct {
 	lastRenewStart  time.Time
 	leaderlessSince time.Time
+	// lastGTIDs are our mysqld's executed and retrieved GTIDs as it last
+	// answered (knownGTIDs).
+	lastGTIDs [2]string
 	// lastLeader is the last holder seen with a valid, readable lock, for
 	// history: an etcd leader key vanishes with its lease, taking the name
 	// along, and an unreadable lock names no member (dcs.UnknownHolder).

@@ -89,7 +89,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		Self: a.self.Name, SelfInstance: a.instance, SelfAddr: a.self.MySQLAddr, Flavor: a.flavor(), Now: now,
 		Paused: a.clusterConfig.Paused, ConfigUnknown: cl.ConfigErr != nil && !a.clusterConfigGood,
 		Initialized: cl.Initialized != nil, ShuttingDown: stopping, FailedTargets: a.failedTargets,
-		Deadline: a.effectiveDeadline(), Grace: a.clusterConfig.LoopWait * 2, Rules: failover.RulesOf(a.clusterConfig),
+		Deadline: a.effectiveDeadline(), Grace: a.clusterConfig.LoopWait * 2, DataWait: dcs.DefaultMemberTTL, Rules: failover.RulesOf(a.clusterConfig),
 		PromotionTimeout: a.promotionTimeout(),
 		LocalUp:          localErr == nil, LocalDown: errors.Is(localErr, mysqlctl.ErrDown),
 		LocalHungSince: a.localHungSince, HangTimeout: a.clusterConfig.TTL,
@@ -251,7 +251,11 @@ func toCandidate(m dcs.Member, live map[string]*MemberStatus, asked bool) failov
 	}
 	fm.Healthy = st.Healthy
 	fm.Errant, fm.ErrantGTIDs = st.Errant != "", st.Errant
-	fm.Executed, fm.Retrieved = st.GTIDExecuted, st.GTIDRetrieved
+	if st.GTIDExecuted != "" || st.Healthy {
+		// An agent answering before its first iteration knows no GTIDs
+		// yet: its record's still say what its disk holds.
+		fm.Executed, fm.Retrieved = st.GTIDExecuted, st.GTIDRetrieved
+	}
 	fm.ReplicationBroken = st.Replication == dcs.ReplicationBroken.String()
 	fm.Async = st.SemiSync != nil && st.SemiSync.Async
 	return fm

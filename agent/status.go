@@ -156,6 +156,7 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 		st.GTIDRetrieved = r.RetrievedGTID
 		st.Source = fmt.Sprintf("%s:%d", r.SourceHost, r.SourcePort)
 	}
+	st.GTIDExecuted, st.GTIDRetrieved = a.knownGTIDs(cl, localErr, st.GTIDExecuted, st.GTIDRetrieved)
 	if cl != nil {
 		st.Paused = cl.Config.Paused
 		if cl.Leader != nil {
@@ -172,6 +173,24 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 	}
 	a.publishFailsafeView(cl)
 	a.statusMu.Unlock()
+}
+
+// knownGTIDs is what our mysqld last said it holds: what it answers now,
+// or, while it does not answer (down, starting, hung), what it answered
+// last, seeded at start from our own record. The data on its disk is still
+// there, and peers choosing a leader must count it (failover's
+// awaitedData): an agent up before its mysqld that published no GTIDs
+// would let a less complete member lead after a cold start.
+func (a *Agent) knownGTIDs(cl *dcs.Cluster, localErr error, executed, retrieved string) (string, string) {
+	switch {
+	case localErr == nil:
+		a.lastGTIDs = [2]string{executed, retrieved}
+	case a.lastGTIDs == [2]string{} && cl != nil:
+		if own, ok := cl.Member(a.self.Name); ok {
+			a.lastGTIDs = [2]string{own.GTIDExecuted, own.GTIDRetrieved}
+		}
+	}
+	return a.lastGTIDs[0], a.lastGTIDs[1]
 }
 
 // Status returns what GET /status serves. The published snapshot may be

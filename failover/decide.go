@@ -176,6 +176,10 @@ type Snapshot struct {
 	// Grace is how long a member that is not the best candidate waits before
 	// it races too, in case the best one is dead.
 	Grace time.Duration
+	// DataWait bounds how long, leaderless, we wait for a member we cannot
+	// read now whose recent record holds transactions we lack
+	// (awaitedData); 0 waits for none.
+	DataWait time.Duration
 	// Rules make members ineligible: maximum_lag_on_failover, lossless mode.
 	Rules Rules
 	// PromotingSince is when we started holding the lock without being
@@ -805,6 +809,9 @@ func decideLeaderless(s Snapshot) Action {
 	if !s.Initialized {
 		what = "cluster not initialized"
 	}
+	if name, why := s.awaitedData(self); name != "" {
+		return Action{Kind: WaitForBetter, Target: name, Reason: what + "; " + why}
+	}
 	if ranked[0].Name == s.Self {
 		return Action{Kind: race, Reason: what + ", and we are the best candidate"}
 	}
@@ -812,6 +819,49 @@ func decideLeaderless(s Snapshot) Action {
 		return Action{Kind: race, Reason: fmt.Sprintf("%s for %s and the best candidate %s has not taken over", what, s.Now.Sub(s.LeaderlessSince), ranked[0].Name)}
 	}
 	return Action{Kind: WaitForBetter, Target: ranked[0].Name, Reason: fmt.Sprintf("%s; %s is the better candidate", what, ranked[0].Name)}
+}
+
+// awaitedData applies "data before eligibility" before anyone races: a
+// member we cannot read now (its agent did not answer, or its mysqld is not
+// up yet) whose record, still fresh, says it holds transactions we lack is
+// waited for, for at most DataWait of leaderlessness. A cluster started
+// cold (every pod deleted at once, a node restarted) brings its members
+// back seconds apart, and the first agent up would otherwise lead with
+// whatever it has, leaving the more complete members diverged. The grace
+// period does not end this wait: the better member is not dead, only late.
+// The expired lock's holder is presumed dead, as in every failover (its
+// unreplicated tail is the asynchronous mode's loss); a holder that
+// released the lock on its way down is waited for like any member.
+func (s Snapshot) awaitedData(self Member) (name, why string) {
+	var waited time.Duration // zero LeaderlessSince: leaderless as of now
+	if !s.LeaderlessSince.IsZero() {
+		waited = s.Now.Sub(s.LeaderlessSince)
+	}
+	if !s.Initialized || waited >= s.DataWait {
+		return "", ""
+	}
+	ours, err := gtid.ParseHistory(s.Flavor, self.Executed, self.Retrieved)
+	if err != nil {
+		return "", "" // the ranking refuses us, and says why
+	}
+	for _, m := range s.Members {
+		switch {
+		case m.Name == s.Self, m.Name == s.Leader && s.LeaderExpired, m.RecordStale, m.Rebuilding,
+			m.Fresh && m.Healthy, // readable now: the ranking and the promotion's data gap judge it
+			m.Errant && m.ErrantGTIDs == "":
+			continue
+		}
+		held, _, err := s.fetchable(m)
+		if err != nil {
+			continue
+		}
+		if n := ours.Missing(held); n > 0 {
+			left := s.DataWait - waited
+			return m.Name, fmt.Sprintf("%s cannot be read now, but its record says it holds %d transactions we lack: "+
+				"waiting for it to come back, %s more at most", m.Name, n, left.Round(time.Second))
+		}
+	}
+	return "", ""
 }
 
 func find(members []Member, name string) (Member, bool) {

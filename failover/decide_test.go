@@ -22,7 +22,7 @@ type snap struct{ s Snapshot }
 func cluster() *snap {
 	b := &snap{s: Snapshot{
 		Self: "db2", Flavor: gtid.MariaDB, Now: t0, Initialized: true, LocalUp: true,
-		Leader: "db1", Grace: 3 * time.Second, Rules: Rules{MaxLag: 30 * time.Second},
+		Leader: "db1", Grace: 3 * time.Second, DataWait: 30 * time.Second, Rules: Rules{MaxLag: 30 * time.Second},
 		Members: []Member{
 			member("db1", "0-1-100"), member("db2", "0-1-100"), member("db3", "0-1-100"),
 		},
@@ -95,6 +95,7 @@ func (b *snap) local(source string) *snap {
 func (b *snap) lossless() *snap { b.s.Rules.Lossless = true; return b }
 func async(m *Member)           { m.Async = true }
 func leftover(m *Member)        { m.Reachable, m.Fresh, m.RecordStale = false, false, true }
+func silent(m *Member)          { m.Fresh = false } // its agent did not answer; its record is recent
 func acknowledgers(names ...string) func(*Member) {
 	return func(m *Member) { m.Acknowledgers, m.AcknowledgersKnown = names, true }
 }
@@ -184,7 +185,28 @@ func TestDecide(t *testing.T) {
 		{"leader lost, my GTIDs unreadable", cluster().expired().gtid("db2", "garbage"), Idle, "", false, "cannot be read"},
 
 		// Stale member data.
-		{"stale better member is not waited for", cluster().expired().gtid("db3", "0-1-200").with("db3", func(m *Member) { m.Fresh = false }), Acquire, "", false, "best"},
+		{"stale better member is not waited for", cluster().expired().gtid("db3", "0-1-200").with("db3", leftover), Acquire, "", false, "best"},
+
+		// Data before eligibility, leaderless: a member we cannot read now
+		// whose fresh record holds more is waited for (a cold start brings
+		// members back seconds apart), for DataWait at most.
+		{"cold start: a silent member whose record holds more is waited for", cluster().leader("").gtid("db3", "0-1-200").with("db3", silent),
+			WaitForBetter, "db3", false, "db3 cannot be read now, but its record says it holds 100 transactions we lack"},
+		{"cold start: the wait outlasts the grace period", cluster().leader("").gtid("db3", "0-1-200").with("db3", silent).leaderlessFor(5 * time.Second),
+			WaitForBetter, "db3", false, "25s more at most"},
+		{"cold start: an agent up whose mysqld is not is waited for", cluster().leader("").gtid("db3", "0-1-200").with("db3", func(m *Member) { m.Healthy = false }),
+			WaitForBetter, "db3", false, "db3 cannot be read now"},
+		{"cold start: the wait ends after DataWait", cluster().leader("").gtid("db3", "0-1-200").with("db3", silent).leaderlessFor(30 * time.Second),
+			Acquire, "", false, "best"},
+		{"cold start: a member that released the lock is waited for", cluster().leader("").gtid("db1", "0-1-200").with("db1", silent),
+			WaitForBetter, "db1", false, "db1 cannot be read now"},
+		{"an expired holder is presumed dead, not waited for", cluster().expired().gtid("db1", "0-1-200").with("db1", silent),
+			Acquire, "", false, "best"},
+		{"a silent member holding more only in its errant transactions is not waited for", cluster().leader("").gtid("db3", "0-1-200").
+			with("db3", func(m *Member) { silent(m); m.Errant, m.ErrantGTIDs = true, "0-1-101,0-1-102,0-1-200" }), WaitForBetter, "db1", false, "db1 is the better candidate"},
+		{"a silent member being rebuilt is not waited for", cluster().leader("").gtid("db3", "0-1-200").with("db3", func(m *Member) { silent(m); rebuilding(m) }),
+			WaitForBetter, "db1", false, "db1 is the better candidate"},
+		{"a silent member holding nothing more is not waited for", cluster().leader("").with("db1", silent).with("db3", silent), Acquire, "", false, "best"},
 		{"my own status stale: do not race", cluster().expired().with("db2", func(m *Member) { m.Fresh = false }), Idle, "", false, "stale"},
 
 		// Errant member.
