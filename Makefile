@@ -74,7 +74,7 @@ bench: deps
 E2E_TRIALS ?= 3
 e2e: deps
 	$(GO) test -count=1 -p 1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./e2e/... | grep -v /e2e/onnode$$)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./e2e/onnode/ -args -onnode.trials=$(E2E_TRIALS) -onnode.long -onnode.open
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./e2e/onnode/ -args -onnode.trials=$(E2E_TRIALS) -onnode.long
 
 ## bench-failover: every fault scenario on the real node, FAILOVER_TRIALS
 ## trials each, then a report per scenario: detect, promote and route
@@ -87,7 +87,7 @@ FAILOVER_REPORT := $(CURDIR)/bin/failover-report.txt
 bench-failover: deps
 	@mkdir -p bin && rm -f $(FAILOVER_REPORT)
 	$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) ./e2e/onnode/ \
-		-args -onnode.trials=$(FAILOVER_TRIALS) -onnode.long -onnode.open -onnode.data-mb=$(FAILOVER_DATA_MB) -onnode.report=$(FAILOVER_REPORT) > bin/failover-bench.log 2>&1; \
+		-args -onnode.trials=$(FAILOVER_TRIALS) -onnode.long -onnode.data-mb=$(FAILOVER_DATA_MB) -onnode.report=$(FAILOVER_REPORT) > bin/failover-bench.log 2>&1; \
 		status=$$?; cat $(FAILOVER_REPORT); grep -E -- '^(--- FAIL|FAIL|ok)' bin/failover-bench.log; \
 		echo "full log: bin/failover-bench.log"; exit $$status
 

@@ -27,7 +27,6 @@ var (
 	flagTrials = flag.Int("onnode.trials", 1, "trials of each fault scenario")
 	flagReport = flag.String("onnode.report", "", "also append each scenario's report to this file (make bench-failover)")
 	flagLong   = flag.Bool("onnode.long", false, "also run the scenarios whose fault lasts minutes (make e2e, make bench-failover)")
-	flagOpen   = flag.Bool("onnode.open", false, "also run the scenarios whose promise is not kept in every run yet, an open defect each (make e2e, make bench-failover)")
 )
 
 var (

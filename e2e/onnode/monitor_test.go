@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -74,6 +75,10 @@ type monitor struct {
 	mu      sync.Mutex
 	samples []checker.Sample
 	odd     []string // the first sample of each member routed while not labelled primary
+	// routing is each change of the primary Service's ready members and of
+	// the pods' role labels and readiness, as the watch caches showed it:
+	// the story behind two routed members, when the checker finds them.
+	routing []string
 }
 
 func (c *cluster) startMonitor() *monitor {
@@ -82,7 +87,51 @@ func (c *cluster) startMonitor() *monitor {
 		m.wg.Add(1)
 		go m.watch(name)
 	}
+	m.wg.Add(1)
+	go m.watchRouting()
 	return m
+}
+
+// watchRouting records, every Tick, the routing state when it changed.
+func (m *monitor) watchRouting() {
+	defer m.wg.Done()
+	start := time.Now()
+	tick := time.NewTicker(checker.Tick)
+	defer tick.Stop()
+	last := ""
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+		}
+		routed := m.v.routed()
+		var b strings.Builder
+		for _, name := range members {
+			p, err := m.v.pods.Get(name)
+			if err != nil {
+				fmt.Fprintf(&b, " %s:gone", name)
+				continue
+			}
+			fmt.Fprintf(&b, " %s:label=%q,ready=%v,routed=%v", name, p.Labels[roleLabel], podReady(*p),
+				p.Status.PodIP != "" && slices.Contains(routed, p.Status.PodIP))
+		}
+		if state := b.String(); state != last {
+			last = state
+			m.mu.Lock()
+			if len(m.routing) < 200 {
+				m.routing = append(m.routing, fmt.Sprintf("+%s%s", time.Since(start).Round(time.Millisecond), state))
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+// Routing is what watchRouting recorded.
+func (m *monitor) Routing() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.routing)
 }
 
 func (m *monitor) watch(name string) {

@@ -279,6 +279,9 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	for _, o := range m.Oddities() {
 		tr.note("monitor: %s", o)
 	}
+	if r.report.DualRoutable > 0 {
+		t.Logf("%s trial %d: the routing, change by change, from the monitor's start:\n  %s", sc.name, n, strings.Join(m.Routing(), "\n  "))
+	}
 	r.books = c.judgeBooks(ctx, tr.clients)
 
 	var problems []string
