@@ -120,6 +120,8 @@ type lockMemory struct {
 	// lastGTIDs are our mysqld's executed and retrieved GTIDs as it last
 	// answered (knownGTIDs).
 	lastGTIDs [2]string
+	// mysqlSeen: our mysqld has answered since this agent started.
+	mysqlSeen bool
 	// lastLeader is the last holder seen with a valid, readable lock, for
 	// history: an etcd leader key vanishes with its lease, taking the name
 	// along, and an unreadable lock names no member (dcs.UnknownHolder).

@@ -249,7 +249,7 @@ func toCandidate(m dcs.Member, live map[string]*MemberStatus, asked bool) failov
 		fm.Fresh = false
 		return fm
 	}
-	fm.Healthy = st.Healthy
+	fm.Healthy, fm.StartingUp = st.Healthy, !st.MySQLSeen
 	fm.Errant, fm.ErrantGTIDs = st.Errant != "", st.Errant
 	if st.GTIDExecuted != "" || st.Healthy {
 		// An agent answering before its first iteration knows no GTIDs

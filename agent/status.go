@@ -38,7 +38,11 @@ type MemberStatus struct {
 	Role         string `json:"role"`
 	HoldsLock    bool   `json:"holds_lock"`
 	// Healthy: the local mysqld answered the last observation.
-	Healthy       bool   `json:"healthy"`
+	Healthy bool `json:"healthy"`
+	// MySQLSeen: the local mysqld has answered since this agent started.
+	// An agent up before its server (a pod coming back) reports false:
+	// peers wait for what its disk holds (failover.Member.StartingUp).
+	MySQLSeen     bool   `json:"mysql_seen"`
 	Writable      bool   `json:"writable"`
 	GTIDExecuted  string `json:"gtid_executed"`
 	GTIDRetrieved string `json:"gtid_retrieved,omitempty"`
@@ -157,6 +161,8 @@ func (a *Agent) publishStatus(obs mysqlctl.Observation, localErr error, cl *dcs.
 		st.Source = fmt.Sprintf("%s:%d", r.SourceHost, r.SourcePort)
 	}
 	st.GTIDExecuted, st.GTIDRetrieved = a.knownGTIDs(cl, localErr, st.GTIDExecuted, st.GTIDRetrieved)
+	a.mysqlSeen = a.mysqlSeen || localErr == nil
+	st.MySQLSeen = a.mysqlSeen
 	if cl != nil {
 		st.Paused = cl.Config.Paused
 		if cl.Leader != nil {

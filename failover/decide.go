@@ -822,8 +822,9 @@ func decideLeaderless(s Snapshot) Action {
 }
 
 // awaitedData applies "data before eligibility" before anyone races: a
-// member we cannot read now (its agent did not answer, or its mysqld is not
-// up yet) whose record, still fresh, says it holds transactions we lack is
+// member we cannot read now (its agent did not answer, or has not read its
+// mysqld since it started) whose record, still fresh, says it holds
+// transactions we lack is
 // waited for, for at most DataWait of leaderlessness. A cluster started
 // cold (every pod deleted at once, a node restarted) brings its members
 // back seconds apart, and the first agent up would otherwise lead with
@@ -847,7 +848,8 @@ func (s Snapshot) awaitedData(self Member) (name, why string) {
 	for _, m := range s.Members {
 		switch {
 		case m.Name == s.Self, m.Name == s.Leader && s.LeaderExpired, m.RecordStale, m.Rebuilding,
-			m.Fresh && m.Healthy, // readable now: the ranking and the promotion's data gap judge it
+			m.Fresh && m.Healthy,     // readable now: the ranking and the promotion's data gap judge it
+			m.Fresh && !m.StartingUp, // a running agent's mysqld died: failover does not wait for it
 			m.Errant && m.ErrantGTIDs == "":
 			continue
 		}

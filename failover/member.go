@@ -16,7 +16,11 @@ type Member struct {
 	// over HTTP. A member that is not fresh is presumed dead.
 	Fresh bool
 	// Healthy: its mysqld answers.
-	Healthy    bool
+	Healthy bool
+	// StartingUp: its agent answers but has not read its mysqld since it
+	// started (a pod coming back): what its record says it holds is on its
+	// disk, unread yet. False for a running agent whose mysqld died.
+	StartingUp bool
 	NoFailover bool
 	Priority   int
 	// ReplicationBroken: a replication thread stopped with an error.

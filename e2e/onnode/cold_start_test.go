@@ -3,6 +3,8 @@ package onnode
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +63,97 @@ func TestColdStartWithAWipedVolume(t *testing.T) {
 		},
 		expect: checker.Expect{MaxOutage: 90 * time.Second},
 	}.run(t)
+}
+
+// The cold start's worst order, staged: one replica lacks the last write
+// (its receiver stopped a moment before), every pod is deleted, and the
+// two members that hold the write come back cut off from everything for
+// 12 s, so the least complete member's agent is up alone. It must not lead
+// with what it has: it waits for the members whose records show more, and
+// one of them leads once they are back. Without that wait it leads at once,
+// and the write is lost to the cluster.
+func TestColdStartLeastCompleteFirst(t *testing.T) {
+	deployed(t)
+	var (
+		behind string
+		marker int64 // this trial's row in app.cold
+	)
+	scenario{
+		name:   "cold start, the least complete member up first",
+		leader: anyLeader,
+		inject: func(tr *trial) error {
+			ctx := context.Background()
+			behind = tr.replicas[0].Name
+			if out, err := tr.c.execSQL(ctx, tr.primary.Name, "CREATE TABLE IF NOT EXISTS app.cold (n INT)"); err != nil {
+				return fmt.Errorf("creating app.cold on %s: %v\n%s", tr.primary.Name, err, out)
+			}
+			if err := tr.awaitReplicasHave("app.cold"); err != nil {
+				return err
+			}
+			if _, err := tr.c.execSQL(ctx, behind, "STOP SLAVE IO_THREAD"); err != nil {
+				return fmt.Errorf("stopping the receiver of %s: %w", behind, err)
+			}
+			marker = time.Now().UnixMilli() % 1_000_000_000
+			if out, err := tr.c.execSQL(ctx, tr.primary.Name, fmt.Sprintf("INSERT INTO app.cold VALUES (%d)", marker)); err != nil {
+				return fmt.Errorf("writing on %s: %v\n%s", tr.primary.Name, err, out)
+			}
+			holder := tr.replicas[1].Name
+			if err := poll(30*time.Second, holder+" to receive the write", func() bool {
+				out, err := tr.c.execSQL(ctx, holder, fmt.Sprintf("SELECT COUNT(*) FROM app.cold WHERE n = %d", marker))
+				return err == nil && strings.HasSuffix(strings.TrimSpace(out), "\n1")
+			}); err != nil {
+				return err
+			}
+			var old []string
+			for _, p := range append([]corev1.Pod{tr.primary}, tr.replicas...) {
+				old = append(old, string(p.UID))
+			}
+			if err := tr.deleteAllPods(""); err != nil {
+				return err
+			}
+			for _, m := range []string{tr.primary.Name, tr.replicas[1].Name} {
+				if err := tr.isolateWhenBack(m, old, 60*time.Second); err != nil {
+					return err
+				}
+			}
+			// Healed here, not after a hold: the new primary is elected
+			// (and measured) only once they are back.
+			time.Sleep(time.Until(tr.at.Add(12 * time.Second)))
+			return tr.faults.HealAll()
+		},
+		verify: func(tr *trial, now corev1.Pod) error {
+			if now.Name == behind || tr.changedTo == behind {
+				return fmt.Errorf("%s, which lacked the last write, took the lock", behind)
+			}
+			out, err := tr.c.execSQL(context.Background(), now.Name, fmt.Sprintf("SELECT COUNT(*) FROM app.cold WHERE n = %d", marker))
+			if err != nil || !strings.HasSuffix(strings.TrimSpace(out), "\n1") {
+				return fmt.Errorf("the write only %s lacked is not on the new primary %s: %q, %v", behind, now.Name, out, err)
+			}
+			tr.note("%s was behind; %s leads after the cold start", behind, now.Name)
+			return nil
+		},
+		expect: checker.Expect{MaxOutage: 90 * time.Second},
+	}.run(t)
+}
+
+// isolateWhenBack cuts member's new pod (a UID not in old) off from
+// everything as soon as its network exists, before its agent can act.
+func (tr *trial) isolateWhenBack(member string, old []string, timeout time.Duration) error {
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	for {
+		p, err := tr.c.client.CoreV1().Pods(namespace).Get(ctx, member, metav1.GetOptions{})
+		if err == nil && !slices.Contains(old, string(p.UID)) && p.DeletionTimestamp == nil {
+			if ns, err := tr.netns(*p); err == nil {
+				_, err = tr.faults.Isolate(ns)
+				return err
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s's new pod has no network after %s", member, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // deleteAllPods deletes every member's pod at once, gracefully; wipe, when
