@@ -117,6 +117,10 @@ type Agent struct {
 type lockMemory struct {
 	lastRenewStart  time.Time
 	leaderlessSince time.Time
+	// gone are the members removed() found scaled away, and goneAsked
+	// when each stale member was last asked about.
+	gone      map[string]bool
+	goneAsked map[string]time.Time
 	// lastGTIDs are our mysqld's executed and retrieved GTIDs as it last
 	// answered (knownGTIDs).
 	lastGTIDs [2]string
@@ -221,6 +225,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 		rearm: make(chan struct{}, 1), pushDeadman: make(chan struct{}, 1), rebuilder: d.Rebuilder, fetchClone: d.FetchClone,
 		saveTxns: d.SaveTransactions, roleChanged: d.RoleChanged,
 	}
+	a.gone, a.goneAsked = map[string]bool{}, map[string]time.Time{}
 	if a.fetchClone == nil {
 		a.fetchClone = HTTPFetchClone(&http.Client{})
 	}

@@ -72,6 +72,9 @@ type Labeler interface {
 	RemovePrimary(ctx context.Context, pod string) error
 	// Event records an event on pod; best effort, never fails the caller.
 	Event(ctx context.Context, pod, eventType, reason, message string)
+	// PodGone reports that pod does not exist (the API server said so): a
+	// member scaled away or deleted runs no mysqld. False when unknown.
+	PodGone(ctx context.Context, pod string) (bool, error)
 }
 
 type noLabels struct{}
@@ -79,6 +82,7 @@ type noLabels struct{}
 func (noLabels) SetRole(context.Context, string, dcs.Role) error       { return nil }
 func (noLabels) RemovePrimary(context.Context, string) error           { return nil }
 func (noLabels) Event(context.Context, string, string, string, string) {}
+func (noLabels) PodGone(context.Context, string) (bool, error)         { return false, nil }
 
 var (
 	_ Peer     = (*mysqlctl.Instance)(nil)

@@ -128,6 +128,9 @@ func (a *Agent) failsafeRenew(ctx context.Context, start time.Time) bool {
 		wg        sync.WaitGroup
 	)
 	for _, m := range cl.Members {
+		if a.gone[m.Name] {
+			continue // scaled away: no agent of it can race, or confirm
+		}
 		names = append(names, m.Name)
 		if m.Name == a.self.Name {
 			continue

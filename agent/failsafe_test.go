@@ -47,6 +47,24 @@ func TestLoopFailsafeDCSDown(t *testing.T) {
 	}
 }
 
+// A StatefulSet scaled down from 4 to 3 leaves db4's record behind, stale,
+// with no pod. When the DCS then goes down, failsafe must still hold: db4
+// has no agent to confirm the leader, or to race. Without telling a
+// scaled-away member from a silent one, the leader fenced at its deadline.
+func TestLoopFailsafeHoldsWithAScaledAwayMember(t *testing.T) {
+	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3")
+	h.bootstrap()
+	h.leaveRecord("db4", h.mysql.byName("db1").pos())
+	h.advance(dcs.DefaultMemberTTL+dcs.DefaultMemberRefresh+time.Second, h.names...) // stale, and its pod found gone
+	for _, n := range h.names {
+		h.srv.Partition(n)
+	}
+	h.advance(6*h.config.TTL, h.names...)
+	if w := h.mysql.writable(); len(w) != 1 || w[0] != "db1" {
+		t.Fatalf("writable %v during the DCS outage, want [db1]: the scaled-away db4 kept failsafe from holding", w)
+	}
+}
+
 // Without failsafe mode, the same outage demotes the leader at its
 // deadline: the rule the mode relaxes.
 func TestLoopWithoutFailsafeDCSDownFences(t *testing.T) {

@@ -55,6 +55,8 @@ type fakeLabels struct {
 	events []string
 	// messages are the events' texts, as "pod:reason: message".
 	messages []string
+	// gone are the pods that no longer exist.
+	gone map[string]bool
 }
 
 func (f *fakeLabels) SetRole(_ context.Context, pod string, r dcs.Role) error {
@@ -92,6 +94,13 @@ func (f *fakeLabels) Event(_ context.Context, pod, _, reason, message string) {
 	f.messages = append(f.messages, pod+":"+reason+": "+message)
 }
 
+// PodGone: the pods a test removed (a member scaled away) are gone.
+func (f *fakeLabels) PodGone(_ context.Context, pod string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gone[pod], nil
+}
+
 func (f *fakeLabels) role(pod string) dcs.Role {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -114,7 +123,7 @@ func newLoopHarnessLogged(t *testing.T, config dcs.Config, log *zap.Logger, name
 	h := &loopHarness{log: log,
 		t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)),
 		srv: memory.NewServer("test"), mysql: newFakeMySQL(names...),
-		labels: &fakeLabels{roles: map[string]dcs.Role{}, told: map[string][]string{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
+		labels: &fakeLabels{roles: map[string]dcs.Role{}, told: map[string][]string{}, gone: map[string]bool{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
 		ctx: context.Background(), config: config, noFailover: map[string]bool{},
 	}
 	for _, n := range names {

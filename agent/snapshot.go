@@ -190,6 +190,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 			continue
 		}
 		fm := toCandidate(m, live, wantPeers)
+		fm.Removed = a.removed(ctx, m)
 		fm.Rebuilding = fm.Rebuilding || cl.ReinitPending(m.Name)
 		fm.Restarting = fm.Restarting || cl.RestartPending(m.Name)
 		if p, ok := o.peers[m.Name]; ok {
@@ -209,6 +210,40 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		s.Members = append(s.Members, fm)
 	}
 	return s
+}
+
+// removed reports a member whose record is stale and whose pod the API
+// server says does not exist (failover.Member.Removed): a StatefulSet
+// scaled down leaves such records behind, and without this each would hold
+// every lossless promotion and every failsafe hold for good. The answer is
+// remembered (gone) for failsafe mode, which cannot ask while the DCS is
+// unreachable, and asked again at most every member refresh; a record that
+// is fresh again (the member is back) clears it.
+func (a *Agent) removed(ctx context.Context, m dcs.Member) bool {
+	if !m.Stale {
+		delete(a.gone, m.Name)
+		delete(a.goneAsked, m.Name)
+		return false
+	}
+	now := a.clock.Now()
+	if asked, ok := a.goneAsked[m.Name]; ok && now.Sub(asked) < dcs.DefaultMemberRefresh {
+		return a.gone[m.Name]
+	}
+	a.goneAsked[m.Name] = now
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	gone, err := a.labeler.PodGone(cctx, m.Name)
+	switch {
+	case err != nil:
+		a.log.Debug("could not tell whether a stale member's pod exists", zap.String("member", m.Name), zap.Error(err))
+	case gone && !a.gone[m.Name]:
+		a.log.Info("a member's record is stale and its pod does not exist: it no longer counts as an acknowledger or for failsafe; `agentctl remove` deletes the record",
+			zap.String("member", m.Name))
+		a.gone[m.Name] = true
+	case !gone:
+		delete(a.gone, m.Name)
+	}
+	return a.gone[m.Name]
 }
 
 // promotionTimeout bounds how long a holder may stay unable to become

@@ -448,7 +448,7 @@ func decidePromotion(s Snapshot) Action {
 	var stop, unverified []string
 	for _, m := range s.Members {
 		switch {
-		case m.Name == s.Self || !m.Observed:
+		case m.Name == s.Self || !m.Observed || m.Removed: // a member scaled away runs no mysqld to fence
 		case m.Reachable && m.PullingFrom != "" && m.PullingFrom != s.SelfAddr && !s.fencedSource(m.PullingFrom):
 			stop = append(stop, m.Name)
 		case !m.Reachable && !m.Down:
@@ -658,6 +658,9 @@ func (s Snapshot) unseenAcknowledgers() []string {
 		}
 		if former.AcknowledgersKnown && m.RecordStale && !slices.Contains(former.Acknowledgers, m.Name) {
 			continue // a leftover record: the old primary vouched it holds nothing others lack
+		}
+		if m.Removed {
+			continue // a member scaled away: no mysqld of it acknowledges, or ever will
 		}
 		out = append(out, m.Name)
 	}

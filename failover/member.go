@@ -57,6 +57,10 @@ type Member struct {
 	// its writer promised (Fresh also turns false when its agent did not
 	// answer us just now).
 	RecordStale bool
+	// Removed: its record is stale and its pod does not exist (a
+	// StatefulSet scaled down, a member deleted): no mysqld runs for it,
+	// and none will come back with its name's record as it stands.
+	Removed bool
 	// Acknowledgers is, on a lossless primary's record, TagAcknowledgers
 	// read; AcknowledgersKnown is false when the record has no such tag.
 	Acknowledgers      []string

@@ -172,6 +172,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("SetRoleMissingPod", e.testSetRoleMissingPod)
 	t.Run("RemovePrimary", e.testRemovePrimary)
 	t.Run("RemovePrimaryRacesRelabel", e.testRemovePrimaryRacesRelabel)
+	t.Run("PodGone", e.testPodGone)
 	t.Run("Events", e.testEvents)
 	t.Run("CloseFlushesEvents", e.testCloseFlushesEvents)
 	t.Run("LeastPrivilegeSuffices", e.testLeastPrivilegeSuffices)
@@ -339,6 +340,31 @@ func (e *env) testRemovePrimaryRacesRelabel(t *testing.T) {
 }
 
 // listEvents lists the Events whose involvedObject is the pod with uid.
+// PodGone is true only on the API server's own "not found": a pod that
+// exists, and a read the server refuses, are not gone (a refusal is an
+// error naming the missing permission).
+func (e *env) testPodGone(t *testing.T) {
+	t.Parallel()
+	ns := e.namespace(t)
+	e.pod(t, ns, "db-0", nil)
+	e.grant(t, ns, podrole.RBACRules())
+	l := labeler(t, e.unpriv, ns, podrole.LabelKeys{}, nil)
+	c := ctx(t)
+	if gone, err := l.PodGone(c, "db-0"); gone || err != nil {
+		t.Fatalf("PodGone(existing pod) = %v, %v; want false, nil", gone, err)
+	}
+	if gone, err := l.PodGone(c, "db-3"); !gone || err != nil {
+		t.Fatalf("PodGone(missing pod) = %v, %v; want true, nil", gone, err)
+	}
+	denied := labeler(t, e.unpriv, e.namespace(t), podrole.LabelKeys{}, nil)
+	if gone, err := denied.PodGone(c, "db-3"); gone || !errors.Is(err, podrole.ErrForbidden) || !strings.Contains(err.Error(), "get pods") {
+		t.Fatalf("PodGone without RBAC = %v, %v; want false and a forbidden error naming get pods", gone, err)
+	}
+	if _, err := l.PodGone(c, "Not_A_Pod"); err == nil {
+		t.Fatal("PodGone accepted an invalid pod name")
+	}
+}
+
 func (e *env) listEvents(t *testing.T, ns string, sel fields.Set) []corev1.Event {
 	t.Helper()
 	list, err := e.admin.CoreV1().Events(ns).List(ctx(t), metav1.ListOptions{FieldSelector: fields.SelectorFromSet(sel).String()})

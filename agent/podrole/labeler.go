@@ -317,6 +317,25 @@ func (l *Labeler) RemovePrimary(ctx context.Context, pod string) error {
 	}
 }
 
+// PodGone reports whether pod does not exist: true only on the API
+// server's 404, from a quorum read (a watch cache could still hold a
+// deleted pod, or miss a new one). Any other failure is an error, and the
+// pod is not known to be gone.
+func (l *Labeler) PodGone(ctx context.Context, pod string) (bool, error) {
+	if err := validatePodName(pod); err != nil {
+		return false, err
+	}
+	_, err := l.pods.Get(ctx, pod, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return false, nil
+	case apierrors.IsNotFound(err):
+		return true, nil
+	default:
+		return false, fmt.Errorf("reading pod %s: %w", pod, l.apiError(err, "get", "pods"))
+	}
+}
+
 // apiError names the missing permission and the fix when err is a 403, and
 // otherwise returns err unchanged. Both errors stay inspectable with
 // errors.Is(err, ErrForbidden) and apierrors.IsForbidden.

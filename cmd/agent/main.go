@@ -465,6 +465,10 @@ func (p podLabels) Event(ctx context.Context, pod, eventType, reason, message st
 	p.l.Event(ctx, pod, eventType, reason, message)
 }
 
+func (p podLabels) PodGone(ctx context.Context, pod string) (bool, error) {
+	return p.l.PodGone(ctx, pod)
+}
+
 // rebuilder is the local side of agentctl reinit: mariabackup reaches the
 // local mysqld as the agent does.
 func (o *options) rebuilder() (agent.Rebuilder, error) {
