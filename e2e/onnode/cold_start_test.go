@@ -125,8 +125,16 @@ func TestColdStartLeastCompleteFirst(t *testing.T) {
 			if now.Name == behind || tr.changedTo == behind {
 				return fmt.Errorf("%s, which lacked the last write, took the lock", behind)
 			}
-			out, err := tr.c.execSQL(context.Background(), now.Name, fmt.Sprintf("SELECT COUNT(*) FROM app.cold WHERE n = %d", marker))
-			if err != nil || !strings.HasSuffix(strings.TrimSpace(out), "\n1") {
+			// Asked until it answers: an exec into a pod just restarted
+			// has come back with no output at all.
+			var (
+				out string
+				err error
+			)
+			if poll(30*time.Second, "the write on "+now.Name, func() bool {
+				out, err = tr.c.execSQL(context.Background(), now.Name, fmt.Sprintf("SELECT COUNT(*) FROM app.cold WHERE n = %d", marker))
+				return err == nil && strings.HasSuffix(strings.TrimSpace(out), "\n1")
+			}) != nil {
 				return fmt.Errorf("the write only %s lacked is not on the new primary %s: %q, %v", behind, now.Name, out, err)
 			}
 			tr.note("%s was behind; %s leads after the cold start", behind, now.Name)
