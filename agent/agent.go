@@ -291,8 +291,8 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // loopDelay is the period of the loop: loop_wait, or a quarter of it while
-// the holder is lost (lossless mode), so that a death is confirmed, and
-// the lock taken over, within about one window of it.
+// the holder is lost, so that a death is confirmed (or its pod seen
+// stopped), and the lock taken over, within about one window of it.
 func (a *Agent) loopDelay() time.Duration {
 	if !a.watch.lostSince.IsZero() {
 		return a.clusterConfig.LoopWait / 4

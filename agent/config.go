@@ -37,6 +37,11 @@ type Config struct {
 
 	NoFailover       bool
 	FailoverPriority int
+	// PodUID is this member's pod's UID (Kubernetes), published on its
+	// record (failover.TagPod): peers read that pod's containers' state
+	// from the API server to see it dead before the ttl. "" outside
+	// Kubernetes.
+	PodUID string
 	// SemiSyncTimeout is how long the primary waits for an acknowledgement
 	// before falling back to asynchronous (mode "on"); mode "strict" waits
 	// practically forever.

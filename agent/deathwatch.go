@@ -14,16 +14,23 @@ import (
 	"github.com/mysqlha/mysqlha/mysqlctl"
 )
 
-// Failover by confirmed death (lossless mode only). A follower watches the
-// holder: its replication stream (our receiver running against its
-// address) and, once the stream is lost, its agent (GET /status). When both
-// have been lost for the confirmation window, and a majority of the
-// members, us included, report the same in their /status, the holder is
-// confirmed dead (failover decides it from the reports in
-// Snapshot.LeaderLost) and the best candidate takes its lock over without
-// waiting for its ttl (failover.decideTakeOver). A slow holder keeps its stream, a
-// frozen agent's server keeps streaming, a holder cut off from the network
-// keeps its receivers' connections until their timeout: none of these is
+// Failover by confirmed death. A follower watches the holder: its
+// replication stream (our receiver running against its address) and, once
+// the stream is lost, its agent (GET /status). Two proofs of death let the
+// best candidate take the lock over without waiting for its ttl
+// (failover.decideTakeOver):
+//
+//   - lossless mode: both have been lost for the confirmation window, and a
+//     majority of the members, us included, report the same in their
+//     /status (failover decides it from the reports in Snapshot.LeaderLost);
+//   - any mode, on Kubernetes: while both are lost, the API server reports
+//     every container of the holder's pod (the UID its record names) not
+//     running (Snapshot.LeaderPodDown): the kubelet's word, which no
+//     network fault between members can fake.
+//
+// A slow holder keeps its stream, a frozen agent's server keeps streaming
+// and its containers keep running, a holder cut off from the network keeps
+// its receivers' connections until their timeout: none of these is
 // confirmed dead.
 
 // LeaderLost is what a member reports of the holder it lost.
@@ -35,22 +42,23 @@ type LeaderLost struct {
 	ForSeconds float64 `json:"for_seconds"`
 }
 
-// deathWatch is the follower's view of the holder it watches.
+// deathWatch is the follower's view of the holder it watches; podDown
+// says why its pod is dead by the kubelet's word ("" until it is).
 type deathWatch struct {
 	leader, instance string
 	lostSince        time.Time
+	podDown          string
 }
 
 // confirmWindow is how long a holder must stay lost before it counts as
 // dead: one loop_wait.
 func (a *Agent) confirmWindow() time.Duration { return a.clusterConfig.LoopWait }
 
-// watchLeader updates the watch of the holder in cl. It only runs in
-// lossless mode, for a follower of a valid lock.
+// watchLeader updates the watch of the holder in cl, for a follower of a
+// valid lock.
 func (a *Agent) watchLeader(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.Observation, localErr error) {
 	l := cl.Leader
-	if a.clusterConfig.SemiSync != dcs.SemiSyncStrict || l == nil || l.Expired || l.Holder == a.self.Name ||
-		l.Holder == dcs.UnknownHolder || localErr != nil {
+	if l == nil || l.Expired || l.Holder == a.self.Name || l.Holder == dcs.UnknownHolder || localErr != nil {
 		a.watch = deathWatch{}
 		return
 	}
@@ -63,13 +71,36 @@ func (a *Agent) watchLeader(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.O
 		return
 	}
 	if streaming(obs, lm.MySQLAddr) || a.agentAnswers(ctx, lm) {
-		a.watch.lostSince = time.Time{}
+		a.watch.lostSince, a.watch.podDown = time.Time{}, ""
 		return
 	}
 	if a.watch.lostSince.IsZero() {
 		a.watch.lostSince = a.clock.Now()
 		a.log.Warn("lost the leader's replication stream and its agent", zap.String("leader", l.Holder))
 	}
+	if a.watch.podDown == "" {
+		if a.watch.podDown = a.holderPodDown(ctx, lm); a.watch.podDown != "" {
+			a.log.Warn("the kubelet reports every container of the leader's pod stopped", zap.String("leader", l.Holder),
+				zap.String("containers", a.watch.podDown))
+		}
+	}
+}
+
+// holderPodDown asks the API server, within a quarter of retry_timeout,
+// whether every container of the holder's pod (the UID on its record) is
+// stopped; "" when not, or when it cannot tell.
+func (a *Agent) holderPodDown(ctx context.Context, lm dcs.Member) string {
+	uid := lm.Tags[failover.TagPod]
+	if uid == "" {
+		return "" // outside Kubernetes, or an older agent
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout/4)
+	defer cancel()
+	why, err := a.labeler.PodDown(cctx, lm.Name, uid)
+	if err != nil {
+		a.log.Debug("could not read the leader's pod", zap.String("leader", lm.Name), zap.Error(err))
+	}
+	return why
 }
 
 // streaming reports whether our receiver runs against addr.

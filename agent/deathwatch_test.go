@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,5 +99,56 @@ func TestLoopLosslessNoMajorityNoTakeOver(t *testing.T) {
 	}, "db2")
 	if took := h.clock.Since(start); took < h.config.TTL-2*h.config.LoopWait {
 		t.Errorf("db2 took over after %s, alone, before the lock could expire", took)
+	}
+}
+
+// In asynchronous mode a primary whose pod the kubelet reports with every
+// container stopped (kill -9 of the pod) is taken over before its ttl; a
+// primary whose agent is frozen (its containers run) or whose pod of that
+// name is a new one (deleted and made again, the old one's containers
+// maybe running on a cut-off node) waits for the ttl, as before.
+func TestLoopAsyncPodDownTakenOverBeforeTTL(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		downUID string // the UID the kubelet reports stopped; "" none
+		early   bool
+	}{
+		{"every container stopped", "uid-db1", true},
+		{"frozen agent: containers run", "", false},
+		{"a new pod of that name stopped, not the holder's", "uid-db1-new", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newLoopHarness(t, "db1", "db2", "db3")
+			h.bootstrap()
+			h.round() // the records carry the pods' UIDs
+			h.killAgent("db1")
+			if tc.early {
+				h.mysql.byName("db1").crash()
+			} else {
+				h.mysql.byName("db1").cutFromPeers = true // alive: no stream, no answer, as a frozen pod whose server still runs
+			}
+			if tc.downUID != "" {
+				h.labels.mu.Lock()
+				h.labels.down["db1"] = tc.downUID
+				h.labels.mu.Unlock()
+			}
+			ttl := h.config.TTL
+			for elapsed := time.Duration(0); elapsed < ttl-time.Second; elapsed += 250 * time.Millisecond {
+				h.clock.Step(250 * time.Millisecond)
+				h.step("db2", "db3")
+			}
+			took := h.holder() != "db1"
+			if took != tc.early {
+				t.Fatalf("holder %q %s before the ttl; want a take-over: %v", h.holder(), "(writable "+strings.Join(h.mysql.writable(), ",")+")", tc.early)
+			}
+			if tc.early {
+				if w := h.mysql.writable(); len(w) != 1 || w[0] != h.holder() {
+					t.Fatalf("writable %v after the take-over, want the holder %s", w, h.holder())
+				}
+				if !h.hasEvent(h.holder(), "LeaderLost") {
+					t.Fatal("no LeaderLost Event for the take-over")
+				}
+			}
+		})
 	}
 }

@@ -75,14 +75,18 @@ type Labeler interface {
 	// PodGone reports that pod does not exist (the API server said so): a
 	// member scaled away or deleted runs no mysqld. False when unknown.
 	PodGone(ctx context.Context, pod string) (bool, error)
+	// PodDown reports why, when the kubelet reports every container of
+	// pod, that UID, not running; "" otherwise (or when unknown).
+	PodDown(ctx context.Context, pod, uid string) (string, error)
 }
 
 type noLabels struct{}
 
-func (noLabels) SetRole(context.Context, string, dcs.Role) error       { return nil }
-func (noLabels) RemovePrimary(context.Context, string) error           { return nil }
-func (noLabels) Event(context.Context, string, string, string, string) {}
-func (noLabels) PodGone(context.Context, string) (bool, error)         { return false, nil }
+func (noLabels) SetRole(context.Context, string, dcs.Role) error         { return nil }
+func (noLabels) RemovePrimary(context.Context, string) error             { return nil }
+func (noLabels) Event(context.Context, string, string, string, string)   {}
+func (noLabels) PodGone(context.Context, string) (bool, error)           { return false, nil }
+func (noLabels) PodDown(context.Context, string, string) (string, error) { return "", nil }
 
 var (
 	_ Peer     = (*mysqlctl.Instance)(nil)

@@ -55,8 +55,10 @@ type fakeLabels struct {
 	events []string
 	// messages are the events' texts, as "pod:reason: message".
 	messages []string
-	// gone are the pods that no longer exist.
+	// gone are the pods that no longer exist; down maps a pod to its UID
+	// while every container of it is stopped.
 	gone map[string]bool
+	down map[string]string
 }
 
 func (f *fakeLabels) SetRole(_ context.Context, pod string, r dcs.Role) error {
@@ -94,6 +96,17 @@ func (f *fakeLabels) Event(_ context.Context, pod, _, reason, message string) {
 	f.messages = append(f.messages, pod+":"+reason+": "+message)
 }
 
+// PodDown: the pods a test marked down (every container stopped), by
+// name and UID.
+func (f *fakeLabels) PodDown(_ context.Context, pod, uid string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if uid != "" && f.down[pod] == uid {
+		return "mariadb: terminated (Error, exit 137); agent: terminated (Error, exit 137)", nil
+	}
+	return "", nil
+}
+
 // PodGone: the pods a test removed (a member scaled away) are gone.
 func (f *fakeLabels) PodGone(_ context.Context, pod string) (bool, error) {
 	f.mu.Lock()
@@ -123,7 +136,7 @@ func newLoopHarnessLogged(t *testing.T, config dcs.Config, log *zap.Logger, name
 	h := &loopHarness{log: log,
 		t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)),
 		srv: memory.NewServer("test"), mysql: newFakeMySQL(names...),
-		labels: &fakeLabels{roles: map[string]dcs.Role{}, told: map[string][]string{}, gone: map[string]bool{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
+		labels: &fakeLabels{roles: map[string]dcs.Role{}, told: map[string][]string{}, gone: map[string]bool{}, down: map[string]string{}}, agents: map[string]*Agent{}, names: names, unreachable: map[string]bool{},
 		ctx: context.Background(), config: config, noFailover: map[string]bool{},
 	}
 	for _, n := range names {
@@ -160,7 +173,7 @@ func (h *loopHarness) newAgent(name, dbName, apiName string, wrap func(Store) St
 	}
 	a, err := New(Config{
 		Cluster: "test", Name: name, MySQLAddr: db.addr, APIURL: "http://" + apiName + ":8008",
-		ReplicationUser: "repl", Bootstrap: h.config, NoFailover: h.noFailover[name],
+		ReplicationUser: "repl", Bootstrap: h.config, NoFailover: h.noFailover[name], PodUID: "uid-" + name,
 	}, Deps{Store: store, LocalAddr: db.addr, Dial: h.mysql.dialFrom(dbName), Labeler: h.labels, Clock: h.clock,
 		Metrics: NewMetrics(prometheus.NewRegistry(), "test", name), Logger: log.Named(apiName),
 		PeerStatus: h.peerStatus, KillMySQL: h.killer(), PeerFailsafe: h.peerFailsafe(apiName),

@@ -177,6 +177,9 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 	if suspect {
 		s.LeaderLost, s.ConfirmWindow = a.lossReports(live), a.confirmWindow()
 	}
+	if w := a.watch; w.podDown != "" && w.leader == s.Leader && w.instance == s.LeaderInstance {
+		s.LeaderPodDown = w.podDown
+	}
 	for _, st := range live {
 		// A member that joined after the leader lost the DCS is not in its
 		// member set and gets no failsafe request: the others' promises

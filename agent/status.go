@@ -232,6 +232,9 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	if a.errant != "" {
 		m.Tags[failover.TagErrant] = a.errant
 	}
+	if a.self.PodUID != "" {
+		m.Tags[failover.TagPod] = a.self.PodUID
+	}
 	if a.misconfigured != "" {
 		m.Tags[failover.TagMisconfigured] = a.misconfigured
 	}

@@ -63,7 +63,7 @@ var (
 // namespace db, for resolving the manifests' env.
 var testPod = podEnv{
 	fields: map[string]string{
-		"metadata.name": "mysqlha-2", "metadata.namespace": "db", "status.podIP": "198.18.0.12",
+		"metadata.name": "mysqlha-2", "metadata.namespace": "db", "status.podIP": "198.18.0.12", "metadata.uid": "0b5e2c1e-6f3a-4c1d-9a7e-3f2b1c0d9e8f",
 		"metadata.labels['mysqlha.io/cluster']": "mysqlha",
 	},
 	secrets: map[string]string{

@@ -163,6 +163,11 @@ type Snapshot struct {
 	// confirms the holder dead (leaderConfirmedDead).
 	LeaderLost    []LossReport
 	ConfirmWindow time.Duration
+	// LeaderPodDown says why the holder (that instance) is dead by the
+	// kubelet's word: we lost its agent and its stream, and the API server
+	// reports every container of its pod (the UID its record names) not
+	// running. "" otherwise.
+	LeaderPodDown string
 	// FormerLeader is the leader we took the lock over from (failover), ""
 	// otherwise. Its data may be ahead of ours, but it is not a candidate.
 	FormerLeader string
@@ -309,7 +314,7 @@ func Decide(s Snapshot) Action {
 		}
 		return decideLeaderless(s)
 	}
-	if s.Rules.Lossless && s.Initialized && s.leaderConfirmedDead() {
+	if s.Initialized && (s.LeaderPodDown != "" || s.Rules.Lossless && s.leaderConfirmedDead()) {
 		if s.FailsafeLeader != "" && s.FailsafeLeader != s.Self {
 			// We promised a leader, maybe this holder cut from the DCS and
 			// from its replicas' streams, not to race: it stays writable on
@@ -317,18 +322,31 @@ func Decide(s Snapshot) Action {
 			return Action{Kind: Follow, Target: s.Leader, Reason: "leader confirmed dead, but we promised " + s.FailsafeLeader +
 				" not to race while the DCS is unreachable (failsafe)"}
 		}
-		return decideTakeOver(s)
+		why := "the leader's agent and replication stream are lost, as a majority confirms"
+		if s.LeaderPodDown != "" {
+			why = "the leader's agent and stream are lost, and the kubelet reports its pod's containers stopped (" + s.LeaderPodDown + ")"
+		}
+		return decideTakeOver(s, why)
 	}
 	return Action{Kind: Follow, Target: s.Leader, Reason: "following the lock holder"}
 }
 
-// decideTakeOver: the holder is confirmed dead, in lossless mode. Its old
-// server can acknowledge nothing without a replica's acknowledgement (their
-// streams are lost, and the promotion stops every receiver), and its agent,
-// if it lives after all, fences when its next renewal fails; so the best
-// candidate may take the lock without waiting for its ttl. Others follow
-// on, and take over by the usual race at the ttl if it does not.
-func decideTakeOver(s Snapshot) Action {
+// decideTakeOver: the holder is confirmed dead, so the best candidate may
+// take the lock without waiting for its ttl; others follow on, and take
+// over by the usual race at the ttl if it does not. Two proofs count:
+//
+//   - lossless mode, a majority lost its agent and its stream: its old
+//     server can acknowledge nothing without a replica's acknowledgement
+//     (their streams are lost, and the promotion stops every receiver),
+//     and its agent, if it lives after all, fences when its next renewal
+//     fails;
+//   - any mode, the kubelet reports every container of its pod stopped
+//     (LeaderPodDown): no mysqld of it takes writes, and no agent of it
+//     renews the lock. A restarted mysqld starts read-only (my.cnf), and
+//     only a lock holder unfences; its restarted agent is a new instance,
+//     which does not hold the lock. A slow or frozen primary's containers
+//     still run, so it is never taken over this way.
+func decideTakeOver(s Snapshot, why string) Action {
 	self, ok := find(s.Members, s.Self)
 	if !ok {
 		return Action{Kind: Follow, Target: s.Leader, Reason: "leader confirmed dead, but our own member record is not published yet"}
@@ -350,8 +368,7 @@ func decideTakeOver(s Snapshot) Action {
 		}
 		return Action{Kind: Follow, Target: s.Leader, Reason: "leader confirmed dead; " + best + " is the better candidate"}
 	}
-	return Action{Kind: TakeOver, Target: s.Leader, Reason: "the leader's agent and replication stream are lost, as a majority " +
-		"confirms: taking its lock over before its ttl"}
+	return Action{Kind: TakeOver, Target: s.Leader, Reason: why + ": taking its lock over before its ttl"}
 }
 
 // decideHung is the holder's decision while its mysqld neither answers nor

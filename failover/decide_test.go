@@ -641,6 +641,32 @@ func TestDecideDeathQuorum(t *testing.T) {
 
 func (b *snap) also(r LossReport) *snap { b.s.LeaderLost = append(b.s.LeaderLost, r); return b }
 
+// TestDecidePodDown: in any mode, a holder whose pod the kubelet reports
+// with every container stopped (its agent and stream lost by us) is taken
+// over before its ttl, by the best candidate only; a promise holds it back.
+func TestDecidePodDown(t *testing.T) {
+	down := func() *snap {
+		b := cluster().gtid("db2", "0-1-101")
+		b.s.LeaderPodDown = "mariadb: terminated (Error, exit 137); agent: terminated (Error, exit 137)"
+		return b
+	}
+	takeOver, follow := Action{Kind: TakeOver, Target: "db1"}, Action{Kind: Follow, Target: "db1"}
+	runActionCases(t, []actionCase{
+		{"async: the best candidate takes the lock over", down(), takeOver},
+		{"lossless too, without a majority's reports", down().lossless(), takeOver},
+		{"another is better: keep following", down().gtid("db3", "0-1-102"), follow},
+		{"not eligible: keep following", down().with("db2", func(m *Member) { m.NoFailover = true }), follow},
+		{"no report from the kubelet: follow until the ttl", cluster().gtid("db2", "0-1-101"), follow},
+		{"paused: change nothing", down().paused(), Action{Kind: Idle}},
+		{"a failsafe promise holds us back", down().failsafeLeader("db1"), follow},
+		{"not initialized: nothing to take over", down().uninitialized(), follow},
+	})
+	a := Decide(down().s)
+	if !strings.Contains(a.Reason, "kubelet reports its pod's containers stopped (mariadb: terminated") {
+		t.Fatalf("reason %q does not say what the kubelet reported", a.Reason)
+	}
+}
+
 // TestDecideFailsafe: while the DCS is unreachable, a leader whose every
 // member confirmed it over HTTP keeps leading although its view of the lock
 // has gone stale, and a member that confirmed does not race.

@@ -115,6 +115,9 @@ const (
 	// TagNoReads says why a replica serves no reads (ReadRefusal): its pod
 	// is not Ready, so the read Service leaves it out.
 	TagNoReads = "noreads"
+	// TagPod holds the UID of the member's pod (Kubernetes): peers read its
+	// containers' state from the API server (failover.Snapshot.LeaderPodDown).
+	TagPod = "pod"
 	// TagPaused is set while the agent runs under a paused cluster config:
 	// it has seen the pause and acts on it (agentctl pause --wait).
 	TagPaused = "paused"

@@ -173,6 +173,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("RemovePrimary", e.testRemovePrimary)
 	t.Run("RemovePrimaryRacesRelabel", e.testRemovePrimaryRacesRelabel)
 	t.Run("PodGone", e.testPodGone)
+	t.Run("PodDown", e.testPodDown)
 	t.Run("Events", e.testEvents)
 	t.Run("CloseFlushesEvents", e.testCloseFlushesEvents)
 	t.Run("LeastPrivilegeSuffices", e.testLeastPrivilegeSuffices)
@@ -362,6 +363,61 @@ func (e *env) testPodGone(t *testing.T) {
 	}
 	if _, err := l.PodGone(c, "Not_A_Pod"); err == nil {
 		t.Fatal("PodGone accepted an invalid pod name")
+	}
+}
+
+// PodDown reads the containers' states the kubelet wrote into the pod's
+// status: stopped only when every container is, and only for the pod of
+// the UID asked about.
+func (e *env) testPodDown(t *testing.T) {
+	t.Parallel()
+	ns := e.namespace(t)
+	c := ctx(t)
+	p, err := e.admin.CoreV1().Pods(ns).Create(c, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "mariadb", Image: "mariadb:11"}, {Name: "agent", Image: "mysqlha-agent"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.grant(t, ns, podrole.RBACRules())
+	l := labeler(t, e.unpriv, ns, podrole.LabelKeys{}, nil)
+	uid := string(p.UID)
+	setStates := func(states ...corev1.ContainerState) {
+		t.Helper()
+		cur := e.get(t, ns, "db-0")
+		cur.Status.ContainerStatuses = nil
+		for i, st := range states {
+			cur.Status.ContainerStatuses = append(cur.Status.ContainerStatuses,
+				corev1.ContainerStatus{Name: []string{"mariadb", "agent"}[i], Image: "x", ImageID: "x", State: st})
+		}
+		if _, err := e.admin.CoreV1().Pods(ns).UpdateStatus(c, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("writing the pod's status: %v", err)
+		}
+	}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	killed := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}
+	waiting := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+	for _, tc := range []struct {
+		name   string
+		states []corev1.ContainerState
+		uid    string
+		want   string
+	}{
+		{"no status yet (Pending)", nil, uid, ""},
+		{"both running", []corev1.ContainerState{running, running}, uid, ""},
+		{"the agent alone stopped: its server may take writes", []corev1.ContainerState{running, killed}, uid, ""},
+		{"both stopped", []corev1.ContainerState{killed, waiting}, uid, "mariadb: terminated (Error, exit 137); agent: waiting (PodInitializing)"},
+		{"both stopped, but another pod of that name", []corev1.ContainerState{killed, killed}, "another-uid", ""},
+	} {
+		setStates(tc.states...)
+		if got, err := l.PodDown(c, "db-0", tc.uid); got != tc.want || err != nil {
+			t.Errorf("%s: PodDown = %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+	if got, err := l.PodDown(c, "db-9", uid); got != "" || err != nil {
+		t.Errorf("PodDown(missing pod) = %q, %v; want \"\", nil", got, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package podrole
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -334,6 +335,42 @@ func (l *Labeler) PodGone(ctx context.Context, pod string) (bool, error) {
 	default:
 		return false, fmt.Errorf("reading pod %s: %w", pod, l.apiError(err, "get", "pods"))
 	}
+}
+
+// PodDown says why the kubelet reports every container of pod, as the pod
+// of that UID, not running: each container's state, "mariadb: terminated
+// (Error, exit 137); agent: waiting (PodInitializing)". "" while any
+// container runs, when the pod has no container status yet, or when the
+// pod of that name is another one (deleted and made again: the old one's
+// containers may still run on a node cut off from the API server, and only
+// its own status could tell). Read from a quorum read, as PodGone.
+func (l *Labeler) PodDown(ctx context.Context, pod, uid string) (string, error) {
+	if err := validatePodName(pod); err != nil {
+		return "", err
+	}
+	p, err := l.pods.Get(ctx, pod, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading pod %s: %w", pod, l.apiError(err, "get", "pods"))
+	case uid == "" || string(p.UID) != uid || len(p.Status.ContainerStatuses) == 0:
+		return "", nil
+	}
+	var states []string
+	for _, c := range p.Status.ContainerStatuses {
+		switch st := c.State; {
+		case st.Running != nil:
+			return "", nil
+		case st.Terminated != nil:
+			states = append(states, fmt.Sprintf("%s: terminated (%s, exit %d)", c.Name, cmp.Or(st.Terminated.Reason, "no reason"), st.Terminated.ExitCode))
+		case st.Waiting != nil:
+			states = append(states, fmt.Sprintf("%s: waiting (%s)", c.Name, cmp.Or(st.Waiting.Reason, "no reason")))
+		default:
+			states = append(states, c.Name+": not started")
+		}
+	}
+	return strings.Join(states, "; "), nil
 }
 
 // apiError names the missing permission and the fix when err is a 403, and

@@ -147,6 +147,7 @@ func defineFlags(o *options, b *dcs.Config) *pflag.FlagSet {
 	fs.BoolVar(&o.apiInsecure, "api-insecure", false, "serve the HTTP API, backups included, to anyone: only for a test on one machine")
 	fs.StringVar(&o.cfg.APIURL, "advertise-api-url", env("MYSQLHA_ADVERTISE_API_URL", "http://"+net.JoinHostPort(podIP, "8008")), "URL where peers reach this agent's API (env MYSQLHA_ADVERTISE_API_URL; the default's address is env POD_IP)")
 	fs.BoolVar(&o.cfg.NoFailover, "nofailover", false, "never become leader")
+	fs.StringVar(&o.cfg.PodUID, "pod-uid", env("POD_UID", ""), "this pod's UID (env POD_UID, from metadata.uid): when the kubelet reports every container of the leader's pod stopped, peers take over before the ttl")
 	fs.IntVar(&o.cfg.FailoverPriority, "failover-priority", 0, "ranks equally up-to-date candidates; higher wins; among equal priorities, the one with the fewest received transactions left to apply")
 	fs.DurationVar(&o.cfg.SemiSyncTimeout, "semi-sync-timeout", 10*time.Second, "how long the primary waits for an acknowledgement (semi-sync mode on)")
 	fs.DurationVar(&b.TTL, "ttl", b.TTL, "bootstrap: leader lock validity")
@@ -467,6 +468,10 @@ func (p podLabels) Event(ctx context.Context, pod, eventType, reason, message st
 
 func (p podLabels) PodGone(ctx context.Context, pod string) (bool, error) {
 	return p.l.PodGone(ctx, pod)
+}
+
+func (p podLabels) PodDown(ctx context.Context, pod, uid string) (string, error) {
+	return p.l.PodDown(ctx, pod, uid)
 }
 
 // rebuilder is the local side of agentctl reinit: mariabackup reaches the
