@@ -70,8 +70,14 @@ func (a *Agent) watchLeader(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.O
 		a.watch.lostSince = time.Time{}
 		return
 	}
-	if streaming(obs, lm.MySQLAddr) || a.agentAnswers(ctx, lm) {
-		a.watch.lostSince, a.watch.podDown = time.Time{}, ""
+	if a.watch.podDown != "" {
+		// The kubelet's word stands for this lock's instance: what
+		// answers from that pod now (its restarted agent, its restarted
+		// read-only mysqld) is not the holder.
+		return
+	}
+	if streaming(obs, lm.MySQLAddr) || a.agentAnswers(ctx, lm, l.Instance) {
+		a.watch.lostSince = time.Time{}
 		return
 	}
 	if a.watch.lostSince.IsZero() {
@@ -110,15 +116,17 @@ func streaming(obs mysqlctl.Observation, addr string) bool {
 }
 
 // agentAnswers asks the holder's agent for its status, within a quarter of
-// retry_timeout.
-func (a *Agent) agentAnswers(ctx context.Context, lm dcs.Member) bool {
+// retry_timeout: it answers only as the lock's instance (an agent of that
+// name restarted since is not the holder; an older agent that does not
+// say its instance counts).
+func (a *Agent) agentAnswers(ctx context.Context, lm dcs.Member, instance string) bool {
 	if lm.APIURL == "" {
 		return false
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout/4)
 	defer cancel()
 	st, err := a.peerStatus(cctx, lm.APIURL)
-	return err == nil && st.Name == lm.Name
+	return err == nil && st.Name == lm.Name && (st.Instance == "" || instance == "" || st.Instance == instance)
 }
 
 // leaderLost is what /status reports of the watch; nil while the holder
