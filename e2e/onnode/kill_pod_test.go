@@ -11,8 +11,9 @@ import (
 
 // kill -9 of every process of the primary pod, its sandbox's included: the
 // kubelet makes a new sandbox (a new pod IP) and restarts both containers
-// on the same data. Another member takes the lock once the old one expires
-// (ttl) and promotes; the restarted old primary rejoins as a replica.
+// on the same data. Once the kubelet reports every container of the pod
+// stopped, the best replica takes the lock over without waiting for its
+// ttl and promotes; the restarted old primary rejoins as a replica.
 // Async replication may lose the writes acknowledged in the last moment
 // before the kill that had not reached a replica (docs/fault-scenarios.md,
 // "What can be lost"); the checker counts them.
