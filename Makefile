@@ -78,9 +78,10 @@ e2e: deps
 
 ## bench-failover: every fault scenario on the real node, FAILOVER_TRIALS
 ## trials each, then a report per scenario: detect, promote and route
-## percentiles, the client's longest outage, the time to a healthy cluster,
-## writes lost, the most members writable and routable at once. The
-## rebuild scenarios run against a database of FAILOVER_DATA_MB.
+## percentiles, the client's longest outage (with its target, met or
+## missed), the time to a healthy cluster, writes lost, the most members
+## writable and routable at once. The rebuild scenarios run against a
+## database of FAILOVER_DATA_MB.
 FAILOVER_TRIALS ?= 4
 FAILOVER_DATA_MB ?= 1024
 FAILOVER_REPORT := $(CURDIR)/bin/failover-report.txt

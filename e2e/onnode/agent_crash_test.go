@@ -17,5 +17,6 @@ func TestPrimaryAgentCrash(t *testing.T) {
 		leader: anyLeader,
 		inject: func(tr *trial) error { return tr.killContainer(tr.primary, "agent") },
 		expect: checker.Expect{MaxOutage: 20 * time.Second},
+		target: 8 * time.Second,
 	}.run(t)
 }

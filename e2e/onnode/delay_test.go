@@ -27,5 +27,6 @@ func TestPrimaryDelayed(t *testing.T) {
 			return err
 		},
 		expect: checker.Expect{MaxOutage: 30 * time.Second},
+		target: 8 * time.Second,
 	}.run(t)
 }

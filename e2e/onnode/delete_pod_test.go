@@ -22,5 +22,6 @@ func TestPrimaryPodDeletion(t *testing.T) {
 			return tr.c.client.CoreV1().Pods(namespace).Delete(context.Background(), tr.primary.Name, metav1.DeleteOptions{})
 		},
 		expect: checker.Expect{MaxOutage: 15 * time.Second},
+		target: 1 * time.Second,
 	}.run(t)
 }

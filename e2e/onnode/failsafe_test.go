@@ -52,6 +52,7 @@ func setConfig(t *testing.T, c *cluster, assignment string) {
 func keepsThePrimary(sc scenario) scenario {
 	sc.leader = sameLeader
 	sc.expect = checker.Expect{MaxOutage: 3 * time.Second}
+	sc.target = time.Second
 	return sc
 }
 

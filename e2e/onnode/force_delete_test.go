@@ -25,5 +25,6 @@ func TestPrimaryPodForceDeletion(t *testing.T) {
 				metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		},
 		expect: checker.Expect{MayLose: asyncLossAllowance, MaxOutage: 30 * time.Second},
+		target: 5 * time.Second,
 	}.run(t)
 }

@@ -24,5 +24,6 @@ func primaryIsolated(name string) scenario {
 		hold:   20 * time.Second,
 		inject: func(tr *trial) error { return tr.isolate(tr.primary) },
 		expect: checker.Expect{MayLose: asyncLossAllowance, MaxOutage: 30 * time.Second},
+		target: 8 * time.Second,
 	}
 }

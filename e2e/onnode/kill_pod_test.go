@@ -32,5 +32,6 @@ func TestKillPrimaryPod(t *testing.T) {
 			return nil
 		},
 		expect: checker.Expect{MayLose: asyncLossAllowance, MaxOutage: 30 * time.Second},
+		target: 5 * time.Second,
 	}.run(t)
 }

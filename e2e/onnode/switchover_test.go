@@ -38,6 +38,7 @@ func TestSwitchoverUnderLoad(t *testing.T) {
 		},
 		verify: func(tr *trial, now corev1.Pod) error { return wantPrimary(now, tr.replicas[0].Name) },
 		expect: checker.Expect{MaxOutage: 5 * time.Second},
+		target: time.Second,
 	}.run(t)
 }
 
