@@ -152,8 +152,11 @@ type lockMemory struct {
 	// failsafeActive: our deadline was last moved by failsafe
 	// confirmations.
 	failsafeActive bool
-	// watch follows the holder's liveness (lossless mode).
+	// watch follows the holder's liveness.
 	watch deathWatch
+	// tookFromDeadPod is the holder we took the lock from on the
+	// kubelet's word, until our promotion ends (deadPeer).
+	tookFromDeadPod deadPod
 	// awaitedHolder is the lock holder we wait on to turn writable before
 	// judging our history against it; "" when not waiting.
 	awaitedHolder string

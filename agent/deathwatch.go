@@ -43,12 +43,16 @@ type LeaderLost struct {
 }
 
 // deathWatch is the follower's view of the holder it watches; podDown
-// says why its pod is dead by the kubelet's word ("" until it is).
+// says why its pod (podUID) is dead by the kubelet's word ("" until it is).
 type deathWatch struct {
 	leader, instance string
 	lostSince        time.Time
-	podDown          string
+	podDown, podUID  string
 }
+
+// deadPod is the former holder whose lock we took on the kubelet's word
+// that every container of its pod (uid) had stopped.
+type deadPod struct{ member, uid string }
 
 // confirmWindow is how long a holder must stay lost before it counts as
 // dead: one loop_wait.
@@ -84,29 +88,47 @@ func (a *Agent) watchLeader(ctx context.Context, cl *dcs.Cluster, obs mysqlctl.O
 		a.watch.lostSince = a.clock.Now()
 		a.log.Warn("lost the leader's replication stream and its agent", zap.String("leader", l.Holder))
 	}
-	if a.watch.podDown == "" {
-		if a.watch.podDown = a.holderPodDown(ctx, lm); a.watch.podDown != "" {
-			a.log.Warn("the kubelet reports every container of the leader's pod stopped", zap.String("leader", l.Holder),
-				zap.String("containers", a.watch.podDown))
-		}
+	uid := lm.Tags[failover.TagPod]
+	if a.watch.podDown = a.podDown(ctx, lm.Name, uid); a.watch.podDown != "" {
+		a.watch.podUID = uid
+		a.log.Warn("the kubelet reports every container of the leader's pod stopped", zap.String("leader", l.Holder),
+			zap.String("containers", a.watch.podDown))
 	}
 }
 
-// holderPodDown asks the API server, within a quarter of retry_timeout,
-// whether every container of the holder's pod (the UID on its record) is
-// stopped; "" when not, or when it cannot tell.
-func (a *Agent) holderPodDown(ctx context.Context, lm dcs.Member) string {
-	uid := lm.Tags[failover.TagPod]
+// podDown asks the API server, within a quarter of retry_timeout, whether
+// every container of member's pod, that UID, is stopped; "" when not, or
+// when it cannot tell.
+func (a *Agent) podDown(ctx context.Context, member, uid string) string {
 	if uid == "" {
 		return "" // outside Kubernetes, or an older agent
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.clusterConfig.RetryTimeout/4)
 	defer cancel()
-	why, err := a.labeler.PodDown(cctx, lm.Name, uid)
+	why, err := a.labeler.PodDown(cctx, member, uid)
 	if err != nil {
-		a.log.Debug("could not read the leader's pod", zap.String("leader", lm.Name), zap.Error(err))
+		a.log.Debug("could not read a member's pod", zap.String("member", member), zap.Error(err))
 	}
 	return why
+}
+
+// deadPeer is, while we promote after taking the lock from a pod the
+// kubelet reported stopped, that member as long as the kubelet still
+// reports its pod so (asked each iteration); "" otherwise. Its pod's
+// network went with it, so a dial of its mysqld would hang for the whole
+// probe bound each iteration; no mysqld runs there to answer or to fence.
+// A container the kubelet restarts is probed as usual again (a restarted
+// mysqld starts read-only, and may hold a tail to catch up from).
+func (a *Agent) deadPeer(ctx context.Context, promoting bool) string {
+	if !promoting {
+		a.tookFromDeadPod = deadPod{}
+		return ""
+	}
+	d := a.tookFromDeadPod
+	if d.member == "" || a.podDown(ctx, d.member, d.uid) == "" {
+		return ""
+	}
+	return d.member
 }
 
 // streaming reports whether our receiver runs against addr.
@@ -175,6 +197,9 @@ func (a *Agent) takeOver(ctx context.Context, cl *dcs.Cluster, action failover.A
 	a.heldFrom(start)
 	a.failoverFrom = &failoverStart{from: action.Target, detected: a.watch.lostSince, acquired: start}
 	a.metrics.Failovers.Inc()
+	if w := a.watch; w.podDown != "" {
+		a.tookFromDeadPod = deadPod{member: w.leader, uid: w.podUID}
+	}
 	a.log.Warn("took over the lock of a leader confirmed dead", zap.String("leader", action.Target))
 	a.labeler.Event(ctx, a.self.Name, eventNormal, "LeaderLost", fmt.Sprintf("took over the lock of %q: %s", action.Target, action.Reason))
 	a.watch = deathWatch{}

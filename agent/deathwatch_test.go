@@ -152,3 +152,50 @@ func TestLoopAsyncPodDownTakenOverBeforeTTL(t *testing.T) {
 		})
 	}
 }
+
+// After the take-over of a pod the kubelet reports stopped, the promotion
+// does not dial the dead pod's address: the pod's network is gone with it,
+// so each dial would hang for the whole probe bound (retry_timeout) and
+// cost a second an iteration, for nothing a stopped mysqld could answer.
+// The member counts as down, not as unverified. Once the kubelet reports a
+// container running again, it is probed as usual.
+func TestLoopPodDownPromotionDoesNotWaitForTheDeadPod(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	h.round()
+	h.killAgent("db1")
+	old := h.mysql.byName("db1")
+	old.crash()
+	old.c.mu.Lock()
+	old.unreachable = true // its address answers nothing: dials time out
+	old.c.mu.Unlock()
+	h.labels.mu.Lock()
+	h.labels.down["db1"] = "uid-db1"
+	h.labels.mu.Unlock()
+	h.mysql.mu.Lock()
+	before := old.contacts // its own agent is dead: every contact is a peer's
+	h.mysql.mu.Unlock()
+	tookOver := false
+	for elapsed := time.Duration(0); elapsed < h.config.TTL-time.Second && !tookOver; elapsed += 250 * time.Millisecond {
+		h.clock.Step(250 * time.Millisecond)
+		h.step("db2", "db3")
+		tookOver = h.holder() != "db1"
+	}
+	if !tookOver {
+		t.Fatal("no take-over before the ttl")
+	}
+	newHolder := h.holder()
+	h.stepUntil(h.config.TTL, "the new holder writable", func() bool {
+		w := h.mysql.writable()
+		return len(w) == 1 && w[0] == newHolder
+	}, "db2", "db3")
+	h.mysql.mu.Lock()
+	contacts := old.contacts - before
+	h.mysql.mu.Unlock()
+	if contacts != 0 {
+		t.Errorf("the promotion tried the dead pod's server %d times", contacts)
+	}
+	if h.hasEvent(newHolder, "UnverifiedFence") {
+		t.Error("the dead pod's member was promoted over as unverified, not as down")
+	}
+}

@@ -81,8 +81,9 @@ type fakeDB struct {
 	deadmanErr   error
 	deadmanArms  int
 	deadmanAfter time.Duration
-	// fenceCalls counts Fence calls, failed ones too.
-	fenceCalls int
+	// fenceCalls counts Fence calls, failed ones too; contacts counts the
+	// dials by other members' agents and the observations by anyone.
+	fenceCalls, contacts int
 	// applyStopped: the replica applies nothing (a stopped SQL thread),
 	// so it falls behind its source.
 	applyStopped bool
@@ -124,6 +125,9 @@ func (c *fakeMySQL) dialFrom(from string) Dialer {
 		c.mu.Lock()
 		d, ok := c.dbs[addr]
 		cut := ok && d.cutFromPeers && d.name != from
+		if ok && d.name != from {
+			d.contacts++
+		}
 		c.mu.Unlock()
 		if cut {
 			return nil, fmt.Errorf("dial %s: %w: %w", addr, mysqlctl.ErrUnreachable, context.DeadlineExceeded)
@@ -349,6 +353,7 @@ func (d *fakeDB) Server() mysqlctl.ServerInfo {
 func (d *fakeDB) Observe(context.Context) (mysqlctl.Observation, error) {
 	d.c.mu.Lock()
 	defer d.c.mu.Unlock()
+	d.contacts++
 	if err := d.check(); err != nil {
 		return mysqlctl.Observation{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,15 +164,20 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		live    map[string]*MemberStatus
 		fetched sync.WaitGroup
 	)
+	dead := a.deadPeer(ctx, promoting)
+	reachable := withoutMember(cl, dead)
 	if wantPeers {
-		fetched.Go(func() { live = a.fetchPeers(ctx, cl) })
+		fetched.Go(func() { live = a.fetchPeers(ctx, reachable) })
 	}
 	if holding && localErr == nil {
 		bound := a.clusterConfig.RetryTimeout / 4
 		if promoting {
 			bound = a.clusterConfig.RetryTimeout
 		}
-		o.peers = a.probePeers(ctx, cl, bound)
+		o.peers = a.probePeers(ctx, reachable, bound)
+		if dead != "" {
+			o.peers[dead] = peerProbe{down: true} // by the kubelet's word
+		}
 	}
 	fetched.Wait()
 	if suspect {
@@ -213,6 +219,17 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		s.Members = append(s.Members, fm)
 	}
 	return s
+}
+
+// withoutMember is cl without that member ("" none), for the calls that
+// should not try to reach it.
+func withoutMember(cl *dcs.Cluster, name string) *dcs.Cluster {
+	if name == "" {
+		return cl
+	}
+	c := *cl
+	c.Members = slices.DeleteFunc(slices.Clone(cl.Members), func(m dcs.Member) bool { return m.Name == name })
+	return &c
 }
 
 // removed reports a member whose record is stale and whose pod the API
