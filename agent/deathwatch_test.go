@@ -157,8 +157,7 @@ func TestLoopAsyncPodDownTakenOverBeforeTTL(t *testing.T) {
 // does not dial the dead pod's address: the pod's network is gone with it,
 // so each dial would hang for the whole probe bound (retry_timeout) and
 // cost a second an iteration, for nothing a stopped mysqld could answer.
-// The member counts as down, not as unverified. Once the kubelet reports a
-// container running again, it is probed as usual.
+// The member counts as down, not as unverified.
 func TestLoopPodDownPromotionDoesNotWaitForTheDeadPod(t *testing.T) {
 	h := newLoopHarness(t, "db1", "db2", "db3")
 	h.bootstrap()
