@@ -246,7 +246,9 @@ func (a *Agent) removed(ctx context.Context, m dcs.Member) bool {
 		return false
 	}
 	now := a.clock.Now()
-	if asked, ok := a.goneAsked[m.Name]; ok && now.Sub(asked) < dcs.DefaultMemberRefresh {
+	if asked, ok := a.goneAsked[m.Name]; a.failsafeActive || ok && now.Sub(asked) < dcs.DefaultMemberRefresh {
+		// In failsafe mode the API server is unreachable: asking would
+		// only wait out retry_timeout, time the next failsafe round needs.
 		return a.gone[m.Name]
 	}
 	a.goneAsked[m.Name] = now
