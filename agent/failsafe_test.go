@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,6 +252,63 @@ func TestFailsafePromiseCoversTheLeadersTTL(t *testing.T) {
 
 // forbiddenStore answers every call with the API server's 403 once
 // revoked: a revoked RoleBinding, or a credential that expired.
+// countingStore counts the member record writes.
+type countingStore struct {
+	Store
+	updates *atomic.Int64
+}
+
+func (s countingStore) UpdateMember(ctx context.Context, m dcs.Member) error {
+	s.updates.Add(1)
+	return s.Store.UpdateMember(ctx, m)
+}
+
+// While failsafe holds, the leader makes no call the unreachable DCS could
+// only let time out: no member record write, no question about a
+// scaled-away pod. Each such call waits out retry_timeout when the DCS
+// accepts connections and never answers (an API server stopping), while a
+// failsafe round holds the deadline only ttl - safety_margin -
+// retry_timeout ahead (3 s by default): on the test node the calls made
+// the rounds fall behind, and the leader fenced for 24 s in 2 trials of 4.
+func TestLoopFailsafeLeaderMakesNoFutileDCSCall(t *testing.T) {
+	h := newLoopHarnessWith(t, failsafeConfig(), "db1", "db2", "db3")
+	var updates atomic.Int64
+	h.agents["db1"] = h.newAgent("db1", "db1", "db1", func(s Store) Store { return countingStore{s, &updates} })
+	h.bootstrap()
+	h.leaveRecord("db4", h.mysql.byName("db1").pos())
+	h.labels.mu.Lock()
+	h.labels.gone["db4"] = true
+	h.labels.mu.Unlock()
+	h.advance(dcs.DefaultMemberTTL+dcs.DefaultMemberRefresh+time.Second, h.names...) // db4 stale, its pod found gone
+	for _, n := range h.names {
+		h.srv.Partition(n)
+	}
+	h.advance(h.config.TTL, h.names...)
+	if !h.agents["db1"].failsafeActive {
+		t.Fatal("db1 is not in failsafe mode while the DCS is unreachable")
+	}
+	updates.Store(0)
+	h.labels.mu.Lock()
+	h.labels.goneAsked = 0
+	h.labels.mu.Unlock()
+	for range 3 * int(dcs.DefaultMemberRefresh/time.Second) {
+		h.clock.Step(time.Second)
+		h.step("db1")
+	}
+	if n := updates.Load(); n != 0 {
+		t.Errorf("the failsafe leader tried to write its member record %d times", n)
+	}
+	h.labels.mu.Lock()
+	asked := h.labels.goneAsked
+	h.labels.mu.Unlock()
+	if asked != 0 {
+		t.Errorf("the failsafe leader asked the API server about pods %d times", asked)
+	}
+	if w := h.mysql.writable(); len(w) != 1 || w[0] != "db1" {
+		t.Fatalf("writable %v, want [db1] held by failsafe", w)
+	}
+}
+
 type forbiddenStore struct {
 	Store
 	revoked *bool

@@ -59,6 +59,8 @@ type fakeLabels struct {
 	// while every container of it is stopped.
 	gone map[string]bool
 	down map[string]string
+	// goneAsked counts the PodGone calls.
+	goneAsked int
 }
 
 func (f *fakeLabels) SetRole(_ context.Context, pod string, r dcs.Role) error {
@@ -111,6 +113,7 @@ func (f *fakeLabels) PodDown(_ context.Context, pod, uid string) (string, error)
 func (f *fakeLabels) PodGone(_ context.Context, pod string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.goneAsked++
 	return f.gone[pod], nil
 }
 
