@@ -57,7 +57,7 @@ type scenario struct {
 	// rebuilding it.
 	selfHealing bool
 	// target is the client's longest outage the fault should stay under
-	// in its worst trial (the README's outage table). It is reported,
+	// in its worst trial (docs/fault-scenarios.md). It is reported,
 	// met or missed, not enforced: expect.MaxOutage is what fails a trial.
 	target time.Duration
 }
