@@ -155,7 +155,8 @@ type lockMemory struct {
 	// watch follows the holder's liveness.
 	watch deathWatch
 	// tookFromDeadPod is the holder we took the lock from on the
-	// kubelet's word, until our promotion ends (deadPeer).
+	// kubelet's word, until our promotion ends (deadPeer); cleared with
+	// promotingSince.
 	tookFromDeadPod deadPod
 	// awaitedHolder is the lock holder we wait on to turn writable before
 	// judging our history against it; "" when not waiting.

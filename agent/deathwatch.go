@@ -119,11 +119,7 @@ func (a *Agent) podDown(ctx context.Context, member, uid string) string {
 // probe bound each iteration; no mysqld runs there to answer or to fence.
 // A container the kubelet restarts is probed as usual again (a restarted
 // mysqld starts read-only, and may hold a tail to catch up from).
-func (a *Agent) deadPeer(ctx context.Context, promoting bool) string {
-	if !promoting {
-		a.tookFromDeadPod = deadPod{}
-		return ""
-	}
+func (a *Agent) deadPeer(ctx context.Context) string {
 	d := a.tookFromDeadPod
 	if d.member == "" || a.podDown(ctx, d.member, d.uid) == "" {
 		return ""

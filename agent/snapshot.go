@@ -139,6 +139,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		}
 	} else {
 		a.promotingSince = time.Time{}
+		a.tookFromDeadPod = deadPod{}
 	}
 	s.PromotingSince = a.promotingSince
 
@@ -164,7 +165,7 @@ func (a *Agent) snapshot(ctx context.Context, o *observed, stopping bool) failov
 		live    map[string]*MemberStatus
 		fetched sync.WaitGroup
 	)
-	dead := a.deadPeer(ctx, promoting)
+	dead := a.deadPeer(ctx)
 	reachable := withoutMember(cl, dead)
 	if wantPeers {
 		fetched.Go(func() { live = a.fetchPeers(ctx, reachable) })
@@ -245,10 +246,13 @@ func (a *Agent) removed(ctx context.Context, m dcs.Member) bool {
 		delete(a.goneAsked, m.Name)
 		return false
 	}
+	if a.failsafeActive {
+		// The API server is unreachable: asking would only wait out
+		// retry_timeout, time the next failsafe round needs.
+		return a.gone[m.Name]
+	}
 	now := a.clock.Now()
-	if asked, ok := a.goneAsked[m.Name]; a.failsafeActive || ok && now.Sub(asked) < dcs.DefaultMemberRefresh {
-		// In failsafe mode the API server is unreachable: asking would
-		// only wait out retry_timeout, time the next failsafe round needs.
+	if asked, ok := a.goneAsked[m.Name]; ok && now.Sub(asked) < dcs.DefaultMemberRefresh {
 		return a.gone[m.Name]
 	}
 	a.goneAsked[m.Name] = now

@@ -277,14 +277,18 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	if a.stopping {
 		m.Tags[failover.TagStopped] = "agent stopped at " + a.clock.Now().UTC().Format(time.RFC3339)
 	}
-	if a.failsafeActive {
-		// Our last renewal found the DCS unreachable: a write would wait
-		// out retry_timeout in every iteration, time the next failsafe
-		// round needs (each holds the deadline only ttl - safety_margin -
-		// retry_timeout ahead). The record is written once the DCS answers.
-		a.updateLagTransactions(cl, st)
-		return
+	// While failsafe holds, our last renewal found the DCS unreachable: a
+	// write would wait out retry_timeout in every iteration, time the next
+	// failsafe round needs (each holds the deadline only ttl -
+	// safety_margin - retry_timeout ahead). The record is written once the
+	// DCS answers.
+	if !a.failsafeActive {
+		a.writeMember(ctx, m)
 	}
+	a.updateLagTransactions(cl, st)
+}
+
+func (a *Agent) writeMember(ctx context.Context, m dcs.Member) {
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	if err := a.store.UpdateMember(cctx, m); err != nil {
@@ -293,7 +297,6 @@ func (a *Agent) publishMember(ctx context.Context, cl *dcs.Cluster, obs mysqlctl
 	} else {
 		a.metrics.dcsSucceeded(a.clock.Now())
 	}
-	a.updateLagTransactions(cl, st)
 }
 
 func (a *Agent) updateLagTransactions(cl *dcs.Cluster, st MemberStatus) {
