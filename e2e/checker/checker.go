@@ -187,6 +187,26 @@ func confirmed(ss []Sample, i int, at time.Time) bool {
 }
 
 func longestOutage(from, to time.Time, writes []Write) time.Duration {
+	start, end := longestGap(from, to, writes)
+	return end.Sub(start)
+}
+
+// longestGap is the longest time in [from, to] without an acknowledged
+// write: its start and its end.
+func longestGap(from, to time.Time, writes []Write) (time.Time, time.Time) {
+	at := acksWithin(from, to, writes)
+	start, end := from, from
+	for i := 1; i < len(at); i++ {
+		if at[i].Sub(at[i-1]) > end.Sub(start) {
+			start, end = at[i-1], at[i]
+		}
+	}
+	return start, end
+}
+
+// acksWithin is the acknowledgement times within [from, to], sorted, with
+// from and to as the window's ends.
+func acksWithin(from, to time.Time, writes []Write) []time.Time {
 	at := make([]time.Time, 0, len(writes)+2)
 	at = append(at, from)
 	for _, w := range writes {
@@ -196,11 +216,7 @@ func longestOutage(from, to time.Time, writes []Write) time.Duration {
 	}
 	at = append(at, to)
 	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
-	var longest time.Duration
-	for i := 1; i < len(at); i++ {
-		longest = max(longest, at[i].Sub(at[i-1]))
-	}
-	return longest
+	return at
 }
 
 func (r *Report) compareFinals(writes []Write, finals []Final) {

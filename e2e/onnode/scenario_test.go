@@ -112,6 +112,10 @@ type result struct {
 	books   books
 	// rebuilt counts members rebuilt because they were left errant.
 	rebuilt int
+	// steps: where the client's longest outage went, when the primary
+	// changed (as change says: "old -> new").
+	steps  *checker.Steps
+	change string
 	// healthy is the time from the fault to a healthy cluster again: three
 	// Ready pods (the replicas streaming within maximum_lag_for_reads),
 	// one primary, routed; the fault's own duration (hold) included.
@@ -280,6 +284,10 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	samples := m.Stop()
 	finals := c.finals(ctx, writes, 2*time.Minute)
 	r.report = checker.Analyze(from, to, samples, writes, finals)
+	if now.Name != old.Name {
+		st := checker.OutageSteps(from, to, samples, writes, old.Name, now.Name)
+		r.steps, r.change = &st, old.Name+" -> "+now.Name
+	}
 	for _, o := range m.Oddities() {
 		tr.note("monitor: %s", o)
 	}
@@ -456,6 +464,11 @@ func printReport(t *testing.T, sc scenario, results []result) {
 			verdict = "missed"
 		}
 		fmt.Fprintf(&b, "  client's longest outage, worst trial %.3fs: target <= %gs %s\n", worst.Seconds(), sc.target.Seconds(), verdict)
+	}
+	for i, r := range results {
+		if r.steps != nil {
+			fmt.Fprintf(&b, "  trial %d, %s: %s\n", i+1, r.change, r.steps)
+		}
 	}
 	fmt.Fprintf(&b, "  writes lost %d; most writable at once %d, most routable at once %d; instants with two writable %d, two routable %d; errant members rebuilt %d\n",
 		lost, maxW, maxR, dualW, dualR, rebuilt)
