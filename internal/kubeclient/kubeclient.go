@@ -1,9 +1,10 @@
 // Package kubeclient is the agent's whole Kubernetes API surface: Leases,
-// and a Pod's labels and Events (and, for agentctl report, pods' state and
-// logs). client-go's clientset registers every
-// API group of Kubernetes in its scheme when the program starts, and those
-// types are most of the agent's binary and of its resident memory; this
-// client registers only core/v1 and coordination.k8s.io/v1.
+// a Pod's labels and Events, the primary Service's EndpointSlice (and, for
+// agentctl report, pods' state and logs). client-go's clientset registers
+// every API group of Kubernetes in its scheme when the program starts, and
+// those types are most of the agent's binary and of its resident memory;
+// this client registers only core/v1, coordination.k8s.io/v1 and
+// discovery.k8s.io/v1.
 //
 // Each method has the signature of client-go's typed client, so the callers'
 // interfaces are satisfied by both (tests may pass a clientset).
@@ -15,6 +16,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -31,7 +33,7 @@ var (
 )
 
 func init() {
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, discoveryv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err) // static registrations: fails at every start or never
 		}
@@ -42,7 +44,7 @@ func init() {
 
 // Client talks to one API server.
 type Client struct {
-	core, coordination rest.Interface
+	core, coordination, discovery rest.Interface
 }
 
 // New builds a client from cfg (which it does not modify).
@@ -55,7 +57,11 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{core: core, coordination: coord}, nil
+	disc, err := restFor(cfg, discoveryv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, err
+	}
+	return &Client{core: core, coordination: coord, discovery: disc}, nil
 }
 
 func restFor(cfg *rest.Config, gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
@@ -82,6 +88,11 @@ func (c *Client) Pods(namespace string) *Pods { return &Pods{c: c.core, ns: name
 
 // Events is the Event API of one namespace: creating events.
 func (c *Client) Events(namespace string) *Events { return &Events{c: c.core, ns: namespace} }
+
+// EndpointSlices is the EndpointSlice API of one namespace.
+func (c *Client) EndpointSlices(namespace string) *EndpointSlices {
+	return &EndpointSlices{c: c.discovery, ns: namespace}
+}
 
 // Leases reads and writes coordination.k8s.io/v1 Leases.
 type Leases struct {
@@ -167,5 +178,29 @@ func (e *Events) List(ctx context.Context, o metav1.ListOptions) (*corev1.EventL
 func (e *Events) Create(ctx context.Context, ev *corev1.Event, o metav1.CreateOptions) (*corev1.Event, error) {
 	out := &corev1.Event{}
 	err := e.c.Post().Namespace(e.ns).Resource("events").VersionedParams(&o, params).Body(ev).Do(ctx).Into(out)
+	return out, err
+}
+
+// EndpointSlices reads and writes discovery.k8s.io/v1 EndpointSlices.
+type EndpointSlices struct {
+	c  rest.Interface
+	ns string
+}
+
+func (e *EndpointSlices) Get(ctx context.Context, name string, o metav1.GetOptions) (*discoveryv1.EndpointSlice, error) {
+	out := &discoveryv1.EndpointSlice{}
+	err := e.c.Get().Namespace(e.ns).Resource("endpointslices").Name(name).VersionedParams(&o, params).Do(ctx).Into(out)
+	return out, err
+}
+
+func (e *EndpointSlices) Create(ctx context.Context, s *discoveryv1.EndpointSlice, o metav1.CreateOptions) (*discoveryv1.EndpointSlice, error) {
+	out := &discoveryv1.EndpointSlice{}
+	err := e.c.Post().Namespace(e.ns).Resource("endpointslices").VersionedParams(&o, params).Body(s).Do(ctx).Into(out)
+	return out, err
+}
+
+func (e *EndpointSlices) Update(ctx context.Context, s *discoveryv1.EndpointSlice, o metav1.UpdateOptions) (*discoveryv1.EndpointSlice, error) {
+	out := &discoveryv1.EndpointSlice{}
+	err := e.c.Put().Namespace(e.ns).Resource("endpointslices").Name(s.Name).VersionedParams(&o, params).Body(s).Do(ctx).Into(out)
 	return out, err
 }

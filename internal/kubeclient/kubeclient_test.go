@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -94,6 +95,25 @@ func TestAgainstAPIServer(t *testing.T) {
 	evs, err := admin.CoreV1().Events("db").List(ctx, metav1.ListOptions{})
 	if err != nil || len(evs.Items) != 1 || evs.Items[0].Reason != "Promoted" {
 		t.Fatalf("events: %v %v", evs, err)
+	}
+
+	// The primary Service's EndpointSlice: created, read, updated.
+	slices := c.EndpointSlices("db")
+	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "demo-primary",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "demo-primary"}}, AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"198.18.0.10"}}}}
+	if sl, err = slices.Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sl.Endpoints[0].Addresses = []string{"198.18.0.11"}
+	if _, err := slices.Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slices.Update(ctx, sl, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("slice update on a stale version: %v, want a conflict", err)
+	}
+	if got, err := slices.Get(ctx, "demo-primary", metav1.GetOptions{}); err != nil || got.Endpoints[0].Addresses[0] != "198.18.0.11" {
+		t.Fatalf("slice after the update: %+v %v", got, err)
 	}
 
 	// Errors keep their API status, which the callers map (403, 404, 409).
