@@ -178,6 +178,8 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("CloseFlushesEvents", e.testCloseFlushesEvents)
 	t.Run("LeastPrivilegeSuffices", e.testLeastPrivilegeSuffices)
 	t.Run("ForbiddenNamesVerbAndFix", e.testForbidden)
+	t.Run("PrimaryRoute", e.testPrimaryRoute)
+	t.Run("PrimaryRouteRBAC", e.testPrimaryRouteRBAC)
 }
 
 func (e *env) testSetRoleRoundTrip(t *testing.T) {

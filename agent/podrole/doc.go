@@ -1,7 +1,8 @@
 // Package podrole is the HA agent's Kubernetes surface for its pod's role: it
 // owns the cluster and role labels of the cluster's pods (which the
-// <cluster>-primary and <cluster>-replicas Services select on) and the
-// Kubernetes Events the agent reports about them.
+// <cluster>-replicas Service selects on), the primary Service's one
+// EndpointSlice (PrimaryRoute), and the Kubernetes Events the agent reports
+// about them.
 //
 // Guarantees:
 //
@@ -20,12 +21,15 @@
 //   - Event never blocks and never fails its caller: Events are queued, written
 //     by one goroutine with a bounded timeout, dropped (and logged) when the
 //     queue is full, and flushed by Close within a bounded time.
+//   - PrimaryRoute names one pod, and moves from one to the next in one
+//     update carrying the version it read: a concurrent writer is a
+//     conflict, never overwritten.
 //   - A 403 names the missing verb and resource and says how to fix it
 //     (ErrForbidden); RBACRules is exactly what the package uses.
 //
 // What it does not guarantee: labels are not fencing. A partitioned old
-// primary keeps its label until someone who can reach the API server removes
-// it, and the Service endpoints follow labels only as fast as the endpoints
-// controller does; the agent must make a demoted mysqld read-only itself
-// (the fence deadline).
+// primary keeps its label, and its route, until someone who can reach the API
+// server replaces them, and a Service that selects labels follows them only
+// as fast as the EndpointSlice controller does; the agent must make a
+// demoted mysqld read-only itself (the fence deadline).
 package podrole

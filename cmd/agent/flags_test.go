@@ -127,3 +127,23 @@ func TestRoleHookThatCannotRunStopsTheStart(t *testing.T) {
 		}
 	}
 }
+
+// --primary-service without what routing needs stops the start, naming
+// what is missing, rather than a primary that never routes itself.
+func TestPrimaryServiceNeedsItsSettings(t *testing.T) {
+	base := []string{"--cluster=c", "--name=db1", "--mysql-local-addr=127.0.0.1:1", "--listen=127.0.0.1:0", "--log-level=error",
+		"--api-insecure", "--mysql-password-file=" + writeFile(t, "agent-password", "pw"), "--primary-service=db-primary"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dcs=etcd", "--etcd-endpoints=http://127.0.0.1:1", "--pod-ip=198.18.0.1"}, "needs --dcs=kubernetes"},
+		{[]string{"--dcs=kubernetes", "--label-pods=false", "--pod-ip=198.18.0.1"}, "needs --label-pods"},
+		{[]string{"--dcs=kubernetes", "--pod-ip="}, `--pod-ip "" is not one (set env POD_IP from status.podIP)`},
+		{[]string{"--dcs=kubernetes", "--pod-ip=db-0"}, `--pod-ip "db-0" is not one`},
+	} {
+		if err := run(append(base, c.args...), io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error naming %q", c.args, err, c.want)
+		}
+	}
+}

@@ -102,6 +102,8 @@ type options struct {
 	logLevel, semiSync        string
 	rebuildDiverged           string
 	labelPods, killHung       bool
+	primaryService, podIP     string
+	mysqlPort                 int
 	dialTimeout               time.Duration
 }
 
@@ -166,6 +168,9 @@ func defineFlags(o *options, b *dcs.Config) *pflag.FlagSet {
 	fs.DurationVar(&o.roleHookTimeout, "on-role-change-timeout", 10*time.Second, "a run of --on-role-change still going after this long is killed, with its process group")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.labelPods, "label-pods", true, "with --dcs=kubernetes: label pods by role and record Events")
+	fs.StringVar(&o.primaryService, "primary-service", "", "with --dcs=kubernetes: a Service without a selector, its port named mysql, that the primary routes to itself "+
+		"once writable, writing its one EndpointSlice with --pod-ip: the route moves from the old primary to the new in one update (needs --label-pods)")
+	fs.StringVar(&o.podIP, "pod-ip", env("POD_IP", ""), "this pod's IP address, for --primary-service (env POD_IP, from status.podIP)")
 	fs.BoolVar(&o.killHung, "kill-hung-mysqld", true, "kill the local mysqld when it hangs for ttl while this member leads, so that another can take over "+
 		"(needs its process in view: the same host, or a pod with shareProcessNamespace: true)")
 	fs.BoolVar(&o.version, "version", false, "print the agent's version and exit")
@@ -243,7 +248,35 @@ func (o *options) finish(fs *pflag.FlagSet, b dcs.Config) (*options, error) {
 	if err := o.cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := o.checkPrimaryService(); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// checkPrimaryService checks what routing the primary Service needs: the
+// Kubernetes DCS and its pod client, this pod's address, and mysqld's port
+// from --advertise-mysql-addr.
+func (o *options) checkPrimaryService() error {
+	if o.primaryService == "" {
+		return nil
+	}
+	switch {
+	case o.dcsKind != "kubernetes":
+		return fmt.Errorf("--primary-service %s needs --dcs=kubernetes", o.primaryService)
+	case !o.labelPods:
+		return fmt.Errorf("--primary-service %s needs --label-pods", o.primaryService)
+	case net.ParseIP(o.podIP) == nil:
+		return fmt.Errorf("--primary-service %s needs this pod's IP address: --pod-ip %q is not one (set env POD_IP from status.podIP)", o.primaryService, o.podIP)
+	}
+	_, port, err := net.SplitHostPort(o.cfg.MySQLAddr)
+	if err == nil {
+		o.mysqlPort, err = strconv.Atoi(port)
+	}
+	if err != nil {
+		return fmt.Errorf("--primary-service %s routes to the port of --advertise-mysql-addr %q, which has none: %v", o.primaryService, o.cfg.MySQLAddr, err)
+	}
+	return nil
 }
 
 // checkPasswordFile fails at start, naming the file, where every login
@@ -439,23 +472,40 @@ func openDCS(o *options, log *zap.Logger) (agent.Store, agent.Labeler, func(), e
 	if conn.Kube == nil || !o.labelPods {
 		return conn.Store, nil, conn.Close, nil
 	}
+	labels := podLabels{cluster: o.cfg.Cluster, podIP: o.podIP}
+	if o.primaryService != "" {
+		labels.route, err = podrole.NewPrimaryRoute(conn.Kube.EndpointSlices(o.namespace), o.namespace, o.primaryService, o.mysqlPort, log)
+		if err != nil {
+			conn.Close()
+			return nil, nil, nil, fmt.Errorf("--primary-service: %w", err)
+		}
+	}
 	client := podrole.Client{Pods: conn.Kube.Pods(o.namespace), Events: conn.Kube.Events(o.namespace)}
-	l, err := podrole.NewLabeler(client, o.namespace, podrole.LabelKeys{}, o.cfg.Name, log)
+	labels.l, err = podrole.NewLabeler(client, o.namespace, podrole.LabelKeys{}, o.cfg.Name, log)
 	if err != nil {
 		conn.Close()
 		return nil, nil, nil, err
 	}
-	return conn.Store, podLabels{l: l, cluster: o.cfg.Cluster}, func() { l.Close(); conn.Close() }, nil
+	return conn.Store, labels, func() { labels.l.Close(); conn.Close() }, nil
 }
 
-// podLabels adapts podrole.Labeler to the agent's Labeler.
+// podLabels adapts podrole.Labeler to the agent's Labeler, and routes the
+// primary Service (--primary-service) when its own pod becomes primary.
 type podLabels struct {
 	l       *podrole.Labeler
 	cluster string
+	route   *podrole.PrimaryRoute // nil without --primary-service
+	podIP   string
 }
 
+// SetRole routes first, as the step clients wait on, and labels either
+// way; the agent calls it again at its next iteration when either failed.
 func (p podLabels) SetRole(ctx context.Context, pod string, r dcs.Role) error {
-	return p.l.SetRole(ctx, pod, p.cluster, r)
+	var routeErr error
+	if p.route != nil && r == dcs.RolePrimary {
+		routeErr = p.route.To(ctx, pod, p.podIP)
+	}
+	return errors.Join(routeErr, p.l.SetRole(ctx, pod, p.cluster, r))
 }
 
 func (p podLabels) RemovePrimary(ctx context.Context, pod string) error {
