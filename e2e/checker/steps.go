@@ -1,7 +1,9 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -49,17 +51,27 @@ func OutageSteps(from, to time.Time, samples []Sample, writes []Write, old, new 
 	return st
 }
 
-// String is the steps on one line, each with its share: the time since the
-// step before it that was seen.
+// String is the steps on one line in the order they happened, each with
+// its share: the time since the step before it; the steps not seen come
+// last, as "-".
 func (st Steps) String() string {
+	type step struct {
+		name string
+		at   time.Duration
+	}
+	steps := []step{{"old fenced", st.OldFenced}, {"new writable", st.NewWritable}, {"labelled", st.NewLabelled},
+		{"routed", st.NewRouted}, {"written", st.Written}}
+	unseen := func(s step) bool { return s.at == 0 }
+	slices.SortStableFunc(steps, func(a, b step) int {
+		if u := cmp.Compare(btoi(unseen(a)), btoi(unseen(b))); u != 0 {
+			return u
+		}
+		return cmp.Compare(a.at, b.at)
+	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "outage %s:", st.Outage.Round(time.Millisecond))
 	prev := time.Duration(0)
-	for _, step := range []struct {
-		name string
-		at   time.Duration
-	}{{"old fenced", st.OldFenced}, {"new writable", st.NewWritable}, {"labelled", st.NewLabelled},
-		{"routed", st.NewRouted}, {"written", st.Written}} {
+	for _, step := range steps {
 		if step.at == 0 {
 			fmt.Fprintf(&b, " %s -;", step.name)
 			continue
@@ -68,4 +80,11 @@ func (st Steps) String() string {
 		prev = step.at
 	}
 	return strings.TrimSuffix(b.String(), ";")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

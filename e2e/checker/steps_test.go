@@ -38,12 +38,14 @@ func TestOutageStepsFollowTheLongestGap(t *testing.T) {
 	}
 }
 
-// A step not seen inside the outage (the new primary was labelled before
-// writes stopped) is shown as "-", and the next step's share counts from
-// the last one seen.
-func TestOutageStepsSkipAStepOutsideTheOutage(t *testing.T) {
-	st := Steps{Outage: time.Second, OldFenced: 100 * time.Millisecond, NewRouted: 800 * time.Millisecond, Written: time.Second}
-	const line = "outage 1s: old fenced +100ms (100ms); new writable -; labelled -; routed +800ms (700ms); written +1s (200ms)"
+// Steps show in the order they happened (routed before labelled, as the
+// primary routes itself first); a step not seen inside the outage (the
+// new primary was writable before writes stopped) comes last, as "-", and
+// each share counts from the step seen before it.
+func TestOutageStepsInTheOrderTheyHappened(t *testing.T) {
+	st := Steps{Outage: time.Second, OldFenced: 100 * time.Millisecond, NewRouted: 800 * time.Millisecond,
+		NewLabelled: 900 * time.Millisecond, Written: 850 * time.Millisecond}
+	const line = "outage 1s: old fenced +100ms (100ms); routed +800ms (700ms); written +850ms (50ms); labelled +900ms (50ms); new writable -"
 	if got := st.String(); got != line {
 		t.Fatalf("String() = %q, want %q", got, line)
 	}

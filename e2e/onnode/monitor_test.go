@@ -74,7 +74,9 @@ type monitor struct {
 
 	mu      sync.Mutex
 	samples []checker.Sample
-	odd     []string // the first sample of each member routed while not labelled primary
+	// views: every Tick, who is routed and labelled primary, from one read
+	// of the watch caches (checker.RoutingView).
+	views []checker.RoutingView
 	// routing is each change of the primary Service's ready members and of
 	// the pods' role labels and readiness, as the watch caches showed it:
 	// the story behind two routed members, when the checker finds them.
@@ -106,6 +108,7 @@ func (m *monitor) watchRouting() {
 		case <-tick.C:
 		}
 		routed := m.v.routed()
+		view := checker.RoutingView{At: time.Now()}
 		var b strings.Builder
 		for _, name := range members {
 			p, err := m.v.pods.Get(name)
@@ -113,17 +116,22 @@ func (m *monitor) watchRouting() {
 				fmt.Fprintf(&b, " %s:gone", name)
 				continue
 			}
-			fmt.Fprintf(&b, " %s:label=%q,ready=%v,routed=%v", name, p.Labels[roleLabel], podReady(*p),
-				p.Status.PodIP != "" && slices.Contains(routed, p.Status.PodIP))
-		}
-		if state := b.String(); state != last {
-			last = state
-			m.mu.Lock()
-			if len(m.routing) < 200 {
-				m.routing = append(m.routing, fmt.Sprintf("+%s%s", time.Since(start).Round(time.Millisecond), state))
+			isRouted := p.Status.PodIP != "" && slices.Contains(routed, p.Status.PodIP)
+			if isRouted {
+				view.Routed = append(view.Routed, name)
 			}
-			m.mu.Unlock()
+			if p.Labels[roleLabel] == "primary" && p.DeletionTimestamp == nil {
+				view.Labelled = append(view.Labelled, name)
+			}
+			fmt.Fprintf(&b, " %s:label=%q,ready=%v,routed=%v", name, p.Labels[roleLabel], podReady(*p), isRouted)
 		}
+		m.mu.Lock()
+		m.views = append(m.views, view)
+		if state := b.String(); state != last && len(m.routing) < 200 {
+			m.routing = append(m.routing, fmt.Sprintf("+%s%s", time.Since(start).Round(time.Millisecond), state))
+		}
+		last = b.String()
+		m.mu.Unlock()
 	}
 }
 
@@ -149,12 +157,7 @@ func (m *monitor) watch(name string) {
 		s := checker.Sample{At: time.Now(), Member: name}
 		if p, err := m.v.pods.Get(name); err == nil {
 			s.Labelled = p.Labels[roleLabel] == "primary" && p.DeletionTimestamp == nil
-			routed := m.v.routed()
-			s.Routed = p.Status.PodIP != "" && slices.Contains(routed, p.Status.PodIP)
-			if s.Routed && !s.Labelled {
-				m.noteOdd(fmt.Sprintf("%s routed but labelled %q (ip %s, primary Service's ready addresses %v, pod version %s)",
-					name, p.Labels[roleLabel], p.Status.PodIP, routed, p.ResourceVersion))
-			}
+			s.Routed = p.Status.PodIP != "" && slices.Contains(m.v.routed(), p.Status.PodIP)
 			// The answer held at some instant between the question and
 			// the answer (checker.Sample.Asked).
 			s.Asked = time.Now()
@@ -168,21 +171,11 @@ func (m *monitor) watch(name string) {
 	}
 }
 
-// noteOdd keeps the first oddity of a kind: enough to tell a routing lag
-// from a stale cache when the checker finds two routed members.
-func (m *monitor) noteOdd(what string) {
+// Views is what watchRouting read, every Tick.
+func (m *monitor) Views() []checker.RoutingView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.odd) < 5 {
-		m.odd = append(m.odd, what)
-	}
-}
-
-// Oddities are what noteOdd kept.
-func (m *monitor) Oddities() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.odd)
+	return slices.Clone(m.views)
 }
 
 // Stop ends the sampling and returns the samples.

@@ -265,7 +265,9 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 		// The cluster did not heal: still count what was lost, for the
 		// failure message.
 		w.Stop()
-		rep := checker.Analyze(from, time.Now(), m.Stop(), w.writes(), c.finals(ctx, w.writes(), 10*time.Second))
+		until := time.Now()
+		rep := checker.Analyze(from, until, m.Stop(), w.writes(), c.finals(ctx, w.writes(), 10*time.Second))
+		rep.JudgeRouting(from, until, m.Views())
 		msg := fmt.Sprintf("%s trial %d: %v\n  at that point: %d acknowledged, %d missing from the member labelled primary, "+
 			"replicas missing %v, instants with two writable %d, two routable %d",
 			sc.name, n, err, rep.Acked, len(rep.Lost), rep.Missing, rep.DualWritable, rep.DualRoutable)
@@ -284,12 +286,10 @@ func (sc scenario) trial(t *testing.T, c *cluster, n int) result {
 	samples := m.Stop()
 	finals := c.finals(ctx, writes, 2*time.Minute)
 	r.report = checker.Analyze(from, to, samples, writes, finals)
+	r.report.JudgeRouting(from, to, m.Views())
 	if now.Name != old.Name {
 		st := checker.OutageSteps(from, to, samples, writes, old.Name, now.Name)
 		r.steps, r.change = &st, old.Name+" -> "+now.Name
-	}
-	for _, o := range m.Oddities() {
-		tr.note("monitor: %s", o)
 	}
 	if r.report.DualRoutable > 0 {
 		t.Logf("%s trial %d: the routing, change by change, from the monitor's start:\n  %s", sc.name, n, strings.Join(m.Routing(), "\n  "))
