@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/mysqlha/mysqlha/agent/podrole"
 	"github.com/mysqlha/mysqlha/dcs"
 )
 
@@ -513,16 +514,19 @@ func checkServices(t *testing.T, b *built, sts *appsv1.StatefulSet) {
 			got[s.Name] = s
 		}
 	}
-	for name, role := range map[string]string{cluster + "-primary": "primary", cluster + "-replicas": "replica"} {
-		s := got[name]
-		if s == nil {
-			t.Errorf("no Service %s", name)
-			continue
-		}
-		want := map[string]string{"mysqlha.io/cluster": cluster, "mysqlha.io/role": role}
-		if !labels.Equals(s.Spec.Selector, want) {
-			t.Errorf("Service %s selects %v, want %v", name, s.Spec.Selector, want)
-		}
+	if s := got[cluster+"-replicas"]; s == nil {
+		t.Errorf("no Service %s-replicas", cluster)
+	} else if want := map[string]string{"mysqlha.io/cluster": cluster, "mysqlha.io/role": "replica"}; !labels.Equals(s.Spec.Selector, want) {
+		t.Errorf("Service %s selects %v, want %v", s.Name, s.Spec.Selector, want)
+	}
+	// The primary routes this one itself (--primary-service): a selector
+	// would make the EndpointSlice controller route it too.
+	primary := got[cluster+"-primary"]
+	if primary == nil || len(primary.Spec.Selector) != 0 || len(primary.Spec.Ports) != 1 || primary.Spec.Ports[0].Name != podrole.RoutePortName {
+		t.Errorf("Service %s-primary: %+v, want no selector and one port named %s", cluster, primary, podrole.RoutePortName)
+	}
+	if !slices.Contains(mustContainer(t, sts.Spec.Template.Spec.Containers, "agent").Args, "--primary-service="+cluster+"-primary") {
+		t.Errorf("the agent does not route Service %s-primary (--primary-service)", cluster)
 	}
 	h := got[sts.Spec.ServiceName]
 	if h == nil || h.Spec.ClusterIP != corev1.ClusterIPNone || !h.Spec.PublishNotReadyAddresses ||
