@@ -57,8 +57,8 @@ import (
 // follow it.
 //
 // 8. Clear our deadline, drop our pod's role label (after the hand-over, not
-// inside the write stop: the target drops our primary label itself before it
-// unfences), record a Switchover Event, clear the request and append a
+// inside the write stop: the target drops our primary label itself once it is
+// writable, before it labels itself), record a Switchover Event, clear the request and append a
 // switchover history entry with how long writes were stopped.
 func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason string) (redo bool) {
 	tm, ok := cl.Member(target)
@@ -117,7 +117,7 @@ func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason st
 	a.metrics.Switchovers.Inc()
 	a.log.Info("handed the lock over", zap.String("target", target), zap.Duration("writes_stopped_for", stopped))
 	// Relabelled after the hand-over, not inside the write stop: the target
-	// drops our primary label itself before it unfences.
+	// drops our primary label itself before it labels itself.
 	a.setRole(ctx, dcs.RoleUnknown)
 	a.labeler.Event(ctx, a.self.Name, eventNormal, "Switchover", fmt.Sprintf("handed over to %s: %s", target, reason))
 	if sw := cl.Switchover; sw != nil {

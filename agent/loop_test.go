@@ -61,11 +61,17 @@ type fakeLabels struct {
 	down map[string]string
 	// goneAsked counts the PodGone calls.
 	goneAsked int
+	// onLabel, when set, sees every SetRole and RemovePrimary call, as
+	// "set POD ROLE" and "remove POD", as it is made.
+	onLabel func(call string)
 }
 
 func (f *fakeLabels) SetRole(_ context.Context, pod string, r dcs.Role) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.onLabel != nil {
+		f.onLabel("set " + pod + " " + r.String())
+	}
 	f.roles[pod] = r
 	return nil
 }
@@ -85,6 +91,9 @@ func (f *fakeLabels) roleChanges(member string) string {
 func (f *fakeLabels) RemovePrimary(_ context.Context, pod string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.onLabel != nil {
+		f.onLabel("remove " + pod)
+	}
 	if f.roles[pod] == dcs.RolePrimary {
 		f.roles[pod] = dcs.RoleUnknown
 	}
@@ -441,6 +450,31 @@ func TestLoopSwitchover(t *testing.T) {
 	cl, _ := h.agents["db1"].store.Cluster(h.ctx)
 	if cl.Switchover != nil || len(cl.History) == 0 || cl.History[len(cl.History)-1].Kind != dcs.HistorySwitchover {
 		t.Fatalf("switchover request %+v history %+v", cl.Switchover, cl.History)
+	}
+}
+
+// The new primary unfences before it asks the API server to drop the old
+// primary's label (a round trip its writes need not wait for), and drops it
+// before it labels itself, so that a Service selecting the label never
+// holds two.
+func TestLoopPromotionUnfencesBeforeTouchingLabels(t *testing.T) {
+	h := newLoopHarness(t, "db1", "db2", "db3")
+	h.bootstrap()
+	var calls []string
+	h.labels.onLabel = func(call string) {
+		if call == "remove db1" || call == "set db3 primary" {
+			calls = append(calls, fmt.Sprintf("%s (db3 writable %v)", call, !h.mysql.byName("db3").readOnly))
+		}
+	}
+	if err := h.agents["db2"].store.(*memory.Store).RequestSwitchover(h.ctx, dcs.Switchover{To: "db3"}); err != nil {
+		t.Fatal(err)
+	}
+	h.round()
+	h.round()
+	h.expectPrimary("db3")
+	want := []string{"remove db1 (db3 writable true)", "set db3 primary (db3 writable true)"}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("label calls %q, want %q", calls, want)
 	}
 }
 

@@ -93,8 +93,8 @@ import (
 //	         SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'
 //	         SET GLOBAL rpl_semi_sync_master_enabled = ON
 //
-// 8. Wait for the renewal; only if we hold the lock, drop the primary label
-// of every other member, and, if the deadline leaves a retry_timeout, arm
+// 8. Wait for the renewal; only if we hold the lock, and if the deadline
+// leaves a retry_timeout, arm
 // the dead-man switch to fire at the fence trigger (deadman.go; within a
 // retry_timeout of its own; a failure stops the promotion here, with a
 // DeadmanFailed Event), then become writable:
@@ -107,9 +107,10 @@ import (
 //	MySQL:   SET GLOBAL super_read_only = OFF; SET GLOBAL read_only = OFF
 //	MariaDB: SET GLOBAL read_only = OFF
 //
-// 9. Record a Promoted Event and label our pod primary; when we took the
-// lock from a lost leader, set the failover phase metrics and append a
-// failover history entry.
+// 9. Drop the primary label of every other member, record a Promoted Event,
+// route the primary Service to our pod (--primary-service) and label it
+// primary; when we took the lock from a lost leader, set the failover phase
+// metrics and append a failover history entry.
 func (a *Agent) promote(ctx context.Context, action failover.Action, o observed, held func() bool) (redo bool) {
 	if len(action.StopReceivers) > 0 || len(action.Fence) > 0 {
 		if !held() {
@@ -194,7 +195,6 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed,
 		a.log.Warn("not unfencing: the lock's renewal failed")
 		return false
 	}
-	a.dropOtherPrimaryLabels(ctx, o.cl)
 	if !a.canWriteFor(a.clusterConfig.RetryTimeout) {
 		a.log.Warn("not unfencing: too close to the lock deadline")
 		return false
@@ -212,6 +212,12 @@ func (a *Agent) promote(ctx context.Context, action failover.Action, o observed,
 	writable := a.clock.Now()
 	a.acknowledgers = nil // a new term: nobody has acknowledged our writes yet
 	a.log.Info("promoted: mysqld is writable")
+	// The labels wait until we are writable: every other member is
+	// read-only by now, so the old primary's label routes nothing that
+	// could write, and dropping it first would hold our unfence behind a
+	// round trip to the API server. Dropped before ours is set, so that a
+	// Service selecting the label never holds two.
+	a.dropOtherPrimaryLabels(ctx, o.cl)
 	a.labeler.Event(ctx, a.self.Name, eventNormal, "Promoted", "became the writable primary")
 	a.setRole(ctx, dcs.RolePrimary)
 	a.recordFailover(ctx, writable)
