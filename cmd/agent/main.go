@@ -255,8 +255,8 @@ func (o *options) finish(fs *pflag.FlagSet, b dcs.Config) (*options, error) {
 }
 
 // checkPrimaryService checks what routing the primary Service needs: the
-// Kubernetes DCS and its pod client, this pod's address, and mysqld's port
-// from --advertise-mysql-addr.
+// Kubernetes DCS with --label-pods (the route goes with the pod's label),
+// this pod's address, and mysqld's port from --advertise-mysql-addr.
 func (o *options) checkPrimaryService() error {
 	if o.primaryService == "" {
 		return nil
