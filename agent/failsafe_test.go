@@ -250,8 +250,6 @@ func TestFailsafePromiseCoversTheLeadersTTL(t *testing.T) {
 	}
 }
 
-// forbiddenStore answers every call with the API server's 403 once
-// revoked: a revoked RoleBinding, or a credential that expired.
 // countingStore counts the member record writes.
 type countingStore struct {
 	Store
@@ -309,6 +307,8 @@ func TestLoopFailsafeLeaderMakesNoFutileDCSCall(t *testing.T) {
 	}
 }
 
+// forbiddenStore answers every call with the API server's 403 once
+// revoked: a revoked RoleBinding, or a credential that expired.
 type forbiddenStore struct {
 	Store
 	revoked *bool

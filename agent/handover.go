@@ -57,9 +57,10 @@ import (
 // follow it.
 //
 // 8. Clear our deadline, drop our pod's role label (after the hand-over, not
-// inside the write stop: the target drops our primary label itself once it is
-// writable, before it labels itself), record a Switchover Event, clear the request and append a
-// switchover history entry with how long writes were stopped.
+// inside the write stop: the target drops our primary label itself once it
+// is writable, before it labels itself), record a Switchover Event, clear
+// the request and append a switchover history entry with how long writes
+// were stopped.
 func (a *Agent) handover(ctx context.Context, cl *dcs.Cluster, target, reason string) (redo bool) {
 	tm, ok := cl.Member(target)
 	if !ok || tm.MySQLAddr == "" {

@@ -94,10 +94,9 @@ import (
 //	         SET GLOBAL rpl_semi_sync_master_enabled = ON
 //
 // 8. Wait for the renewal; only if we hold the lock, and if the deadline
-// leaves a retry_timeout, arm
-// the dead-man switch to fire at the fence trigger (deadman.go; within a
-// retry_timeout of its own; a failure stops the promotion here, with a
-// DeadmanFailed Event), then become writable:
+// leaves a retry_timeout, arm the dead-man switch to fire at the fence
+// trigger (deadman.go; within a retry_timeout of its own; a failure stops
+// the promotion here, with a DeadmanFailed Event), then become writable:
 //
 //	SELECT @@global.event_scheduler
 //	SET SESSION sql_log_bin = 0, time_zone = '+00:00'

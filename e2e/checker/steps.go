@@ -3,6 +3,7 @@ package checker
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -61,13 +62,14 @@ func (st Steps) String() string {
 	}
 	steps := []step{{"old fenced", st.OldFenced}, {"new writable", st.NewWritable}, {"labelled", st.NewLabelled},
 		{"routed", st.NewRouted}, {"written", st.Written}}
-	unseen := func(s step) bool { return s.at == 0 }
-	slices.SortStableFunc(steps, func(a, b step) int {
-		if u := cmp.Compare(btoi(unseen(a)), btoi(unseen(b))); u != 0 {
-			return u
+	// In time order, the steps not seen (0) last.
+	key := func(s step) time.Duration {
+		if s.at == 0 {
+			return math.MaxInt64
 		}
-		return cmp.Compare(a.at, b.at)
-	})
+		return s.at
+	}
+	slices.SortStableFunc(steps, func(a, b step) int { return cmp.Compare(key(a), key(b)) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "outage %s:", st.Outage.Round(time.Millisecond))
 	prev := time.Duration(0)
@@ -80,11 +82,4 @@ func (st Steps) String() string {
 		prev = step.at
 	}
 	return strings.TrimSuffix(b.String(), ";")
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -125,13 +125,14 @@ func (m *monitor) watchRouting() {
 			}
 			fmt.Fprintf(&b, " %s:label=%q,ready=%v,routed=%v", name, p.Labels[roleLabel], podReady(*p), isRouted)
 		}
+		state := b.String()
 		m.mu.Lock()
 		m.views = append(m.views, view)
-		if state := b.String(); state != last && len(m.routing) < 200 {
+		if state != last && len(m.routing) < 200 {
 			m.routing = append(m.routing, fmt.Sprintf("+%s%s", time.Since(start).Round(time.Millisecond), state))
 		}
-		last = b.String()
 		m.mu.Unlock()
+		last = state
 	}
 }
 
